@@ -1,0 +1,67 @@
+"""Time, passed in: components take a `Clock`, pure functions take `now`.
+
+`MNEMOD_NOW=<ISO-8601>` pins the time for the CLI and the library (tests, replays).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Protocol
+
+from mnemod.errors import InvalidInputError
+
+
+class Clock(Protocol):
+    def now(self) -> datetime: ...
+
+
+def utcnow() -> datetime:
+    """Now in UTC, truncated to milliseconds so that stored times round-trip exactly."""
+    return truncate(datetime.now(UTC))
+
+
+def truncate(moment: datetime) -> datetime:
+    return moment.replace(microsecond=moment.microsecond // 1000 * 1000)
+
+
+class SystemClock:
+    def now(self) -> datetime:
+        return utcnow()
+
+
+@dataclass
+class FixedClock:
+    """A clock that only moves when told: for tests and `MNEMOD_NOW`."""
+
+    moment: datetime = field(default_factory=utcnow)
+
+    def now(self) -> datetime:
+        return self.moment
+
+    def advance(self, delta: timedelta) -> None:
+        self.moment = self.moment + delta
+
+
+def parse_time(text: str, field_name: str = "time") -> datetime:
+    """ISO-8601 to an aware UTC datetime; a naive time is taken as UTC."""
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except (ValueError, AttributeError) as exc:
+        raise InvalidInputError(field_name, f"not an ISO-8601 time: {text!r}") from exc
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return truncate(moment.astimezone(UTC))
+
+
+def format_time(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def clock_from_env(environ: dict[str, str] | None = None) -> Clock:
+    env = os.environ if environ is None else environ
+    pinned = env.get("MNEMOD_NOW", "").strip()
+    if pinned:
+        return FixedClock(parse_time(pinned, "MNEMOD_NOW"))
+    return SystemClock()

