@@ -191,7 +191,9 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(str(path), "-", f"cannot read: {exc.strerror}") from exc
 
 
-def _merge(tree: dict[str, dict[str, tuple[Any, str]]], data: Mapping[str, Any], label: str) -> None:
+def _merge(
+    tree: dict[str, dict[str, tuple[Any, str]]], data: Mapping[str, Any], label: str
+) -> None:
     for section, values in data.items():
         if section not in _SECTIONS:
             raise ConfigError(label, section, f"unknown section (known: {', '.join(_SECTIONS)})")
@@ -212,7 +214,9 @@ def _build(tree: dict[str, dict[str, tuple[Any, str]]], label: str) -> Config:
         kwargs: dict[str, Any] = {}
         for key, (value, source) in values.items():
             if key not in known:
-                raise ConfigError(source, f"{section}.{key}", f"unknown key (known: {', '.join(known)})")
+                raise ConfigError(
+                    source, f"{section}.{key}", f"unknown key (known: {', '.join(known)})"
+                )
             default = getattr(cls(), key)
             kwargs[key] = _convert(value, default, source, f"{section}.{key}")
         sections[section] = cls(**kwargs)
@@ -249,7 +253,16 @@ def _convert(value: Any, default: Any, source: str, key: str) -> Any:
 def _to_bool(value: Any) -> bool:
     if isinstance(value, bool):
         return value
-    if isinstance(value, str) and value.lower() in {"1", "true", "yes", "on", "0", "false", "no", "off"}:
+    if isinstance(value, str) and value.lower() in {
+        "1",
+        "true",
+        "yes",
+        "on",
+        "0",
+        "false",
+        "no",
+        "off",
+    }:
         return value.lower() in {"1", "true", "yes", "on"}
     raise ValueError(f"expected true or false, got {value!r}")
 
@@ -313,15 +326,35 @@ def _validate(config: Config, tree: dict[str, dict[str, tuple[Any, str]]]) -> No
 
     check("dedup", "threshold", 0.0 < config.dedup.threshold <= 1.0, "must be in (0, 1]")
     check("promotion", "min_accesses", config.promotion.min_accesses >= 1, "must be ≥ 1")
-    check("promotion", "policy", config.promotion.policy in {"manual", "auto"}, "must be manual or auto")
+    check(
+        "promotion",
+        "policy",
+        config.promotion.policy in {"manual", "auto"},
+        "must be manual or auto",
+    )
     check("hot", "max_entries", config.hot.max_entries >= 0, "must be ≥ 0")
     check("limits", "max_content_bytes", config.limits.max_content_bytes >= 16, "must be ≥ 16")
     check("resolve", "default_budget", config.resolve.default_budget >= 1, "must be ≥ 1")
-    check("log", "level", config.log.level in {"debug", "info", "warning", "error"}, "must be debug, info, warning or error")
-    check("log", "format", config.log.format in {"auto", "json", "console"}, "must be auto, json or console")
+    check(
+        "log",
+        "level",
+        config.log.level in {"debug", "info", "warning", "error"},
+        "must be debug, info, warning or error",
+    )
+    check(
+        "log",
+        "format",
+        config.log.format in {"auto", "json", "console"},
+        "must be auto, json or console",
+    )
     check("daemon", "batch_size", 1 <= config.daemon.batch_size <= 10000, "must be 1–10000")
     check("metrics", "port", 0 <= config.metrics.port <= 65535, "must be a TCP port or 0 (off)")
-    check("redis", "prefix", bool(config.redis.prefix) and ":" not in config.redis.prefix, "must be non-empty without ':'")
+    check(
+        "redis",
+        "prefix",
+        bool(config.redis.prefix) and ":" not in config.redis.prefix,
+        "must be non-empty without ':'",
+    )
     url = config.redis.url
     check(
         "redis",

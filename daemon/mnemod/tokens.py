@@ -14,6 +14,7 @@ import math
 import threading
 from collections.abc import Callable
 from functools import lru_cache
+from typing import Any
 
 import structlog
 
@@ -49,6 +50,14 @@ def token_counter(name: str = "cl100k_base") -> TokenCounter:
         return _load(name)
 
 
+def _encoder(encoding: Any) -> Callable[[str], list[int]]:
+    def encode(text: str) -> list[int]:
+        tokens: list[int] = encoding.encode(text, disallowed_special=())
+        return tokens
+
+    return encode
+
+
 def _load(name: str) -> TokenCounter:
     try:
         import tiktoken
@@ -65,7 +74,7 @@ def _load(name: str) -> TokenCounter:
         except Exception as exc:  # noqa: BLE001 - tiktoken raises network errors of any kind
             errors.append(f"{candidate}: {type(exc).__name__}")
             continue
-        return TokenCounter(name, lambda text: encoding.encode(text, disallowed_special=()))
+        return TokenCounter(name, _encoder(encoding))
     reason = "; ".join(errors) if errors else "unknown encoding"
     log.warning(
         "tokens.fallback",

@@ -1,0 +1,168 @@
+"""Commands on single entries: add, get, list, access, update, remove, promote."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from mnemod.cli.context import Context
+from mnemod.clock import parse_time
+from mnemod.domain.validation import NewEntry
+from mnemod.errors import InvalidInputError, NotFoundError
+
+
+def register(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    add = sub.add_parser("add", parents=[common], help="store a memory")
+    add.add_argument("content")
+    add.add_argument("--type", default="context")
+    add.add_argument("--importance", type=int, default=3)
+    add.add_argument("--key")
+    add.add_argument("--tag", action="append", default=[], dest="tags")
+    add.add_argument("--keyword", action="append", default=None, dest="keywords")
+    add.add_argument("--tier", default="cold", choices=["hot", "warm", "cold"])
+    add.add_argument("--trigger", action="append", default=[], dest="triggers")
+    add.add_argument("--once", action="store_true")
+    add.add_argument("--id", dest="entry_id")
+    add.add_argument("--created-at")
+    add.set_defaults(handler=cmd_add)
+
+    get = sub.add_parser("get", parents=[common], help="show one entry (by id or key)")
+    get.add_argument("id")
+    get.set_defaults(handler=cmd_get)
+
+    lst = sub.add_parser("list", parents=[common], help="list entries")
+    lst.add_argument("--type")
+    lst.add_argument("--layer", choices=["l1", "l2", "l3"])
+    lst.set_defaults(handler=cmd_list)
+
+    access = sub.add_parser("access", parents=[common], help="record an access (extends TTL)")
+    access.add_argument("id")
+    access.set_defaults(handler=cmd_access)
+
+    update = sub.add_parser("update", parents=[common], help="change fields of an entry")
+    update.add_argument("id")
+    update.add_argument("fields", help="JSON object, e.g. '{\"importance\": 5}'")
+    update.set_defaults(handler=cmd_update)
+
+    remove = sub.add_parser("remove", parents=[common], help="remove an entry (archived)")
+    remove.add_argument("id")
+    remove.set_defaults(handler=cmd_remove)
+
+    promote = sub.add_parser("promote", parents=[common], help="promote an L3 entry to L2")
+    promote.add_argument("id", nargs="?")
+    promote.add_argument("--all", action="store_true", help="every promotable entry")
+    promote.set_defaults(handler=cmd_promote)
+
+
+def cmd_add(ctx: Context) -> int:
+    a = ctx.args
+    new = NewEntry(
+        content=a.content,
+        type=a.type,
+        importance=a.importance,
+        key=a.key,
+        tags=a.tags,
+        keywords=a.keywords,
+        tier=a.tier,
+        triggers=a.triggers,
+        once=a.once,
+        created_at=parse_time(a.created_at, "--created-at") if a.created_at else None,
+        id=a.entry_id,
+    )
+    with ctx.engine(write=True) as engine:
+        entry = engine.add(new)
+        ctx.emit(entry.to_dict(), f"{engine.last_outcome}: {ctx.entry_line(entry)}")
+    return 0
+
+
+def cmd_get(ctx: Context) -> int:
+    with ctx.engine(write=False) as engine:
+        entry = engine.find(ctx.args.id)
+        if entry is not None:
+            layer = engine.layer_of(entry)
+            ctx.emit({**entry.to_dict(), "layer": layer}, ctx.entry_detail(entry, layer))
+            return 0
+        for item in engine.l1_items():
+            if item.id == ctx.args.id:
+                data = {
+                    "id": item.id,
+                    "layer": "l1",
+                    "content": item.content,
+                    "triggers": list(item.triggers),
+                    "once": item.once,
+                    "tags": list(item.tags),
+                    "source": item.source,
+                }
+                ctx.emit(
+                    data,
+                    "\n".join(f"{k}: {json.dumps(v, ensure_ascii=False)}" for k, v in data.items()),
+                )
+                return 0
+    raise NotFoundError(f"entry {ctx.args.id!r} in namespace {ctx.namespace!r}")
+
+
+def cmd_list(ctx: Context) -> int:
+    with ctx.engine(write=False) as engine:
+        rows: list[dict[str, Any]] = []
+        lines: list[str] = []
+        if ctx.args.layer in (None, "l1") and ctx.args.type is None:
+            for item in engine.l1_items():
+                rows.append(
+                    {"id": item.id, "layer": "l1", "content": item.content, "source": item.source}
+                )
+                first_line = (item.content.strip().splitlines() or [""])[0][:80]
+                lines.append(f"{item.id}  l1 {item.source}  {first_line}")
+        if ctx.args.layer != "l1":
+            for entry in engine.select(ctx.args.type, ctx.args.layer):
+                layer = engine.layer_of(entry)
+                rows.append({**entry.to_dict(), "layer": layer})
+                lines.append(ctx.entry_line(entry, layer))
+        ctx.emit(rows, "\n".join(lines) or "(no entries)")
+    return 0
+
+
+def cmd_access(ctx: Context) -> int:
+    with ctx.engine(write=True) as engine:
+        entry = engine.access(ctx.args.id)
+        ctx.emit(entry.to_dict(), ctx.entry_line(entry))
+    return 0
+
+
+def cmd_update(ctx: Context) -> int:
+    try:
+        fields = json.loads(ctx.args.fields)
+    except json.JSONDecodeError as exc:
+        raise InvalidInputError("fields", f"not valid JSON: {exc.msg}") from exc
+    if not isinstance(fields, dict):
+        raise InvalidInputError("fields", "must be a JSON object")
+    with ctx.engine(write=True) as engine:
+        entry = engine.update(ctx.args.id, fields)
+        ctx.emit(entry.to_dict(), ctx.entry_line(entry))
+    return 0
+
+
+def cmd_remove(ctx: Context) -> int:
+    with ctx.engine(write=True) as engine:
+        entry = engine.remove(ctx.args.id)
+        ctx.emit(entry.to_dict(), f"removed (archived): {entry.id}")
+    return 0
+
+
+def cmd_promote(ctx: Context) -> int:
+    if not ctx.args.id and not ctx.args.all:
+        raise InvalidInputError("id", "give an id, or --all for every promotable entry")
+    with ctx.engine(write=True) as engine:
+        if ctx.args.all:
+            targets = [e.id for e in engine.select(layer="l3") if e.promotable]
+        else:
+            targets = [ctx.args.id]
+        promoted = [engine.promote(entry_id) for entry_id in targets]
+        ctx.emit(
+            [e.to_dict() for e in promoted],
+            "\n".join(f"promoted to L2 ({e.type}.md): {e.id}" for e in promoted)
+            or "nothing to promote",
+        )
+    return 0

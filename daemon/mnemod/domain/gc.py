@@ -1,0 +1,74 @@
+"""The GC plan: what a GC run would do, computed without touching anything.
+
+The engine applies the plan (or, in a dry run, only reports it). Steps in order: expire,
+dedup-merge (non-chaining groups), mark promotable, and promote when the policy is `auto`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from mnemod.config import Config
+from mnemod.domain.dedup import merge_groups
+from mnemod.domain.model import Entry
+from mnemod.domain.retention import is_expired
+
+
+@dataclass
+class GcPlan:
+    expired: list[str] = field(default_factory=list)
+    merges: list[tuple[str, list[str]]] = field(default_factory=list)  # survivor, folded (in order)
+    newly_promotable: list[str] = field(default_factory=list)
+    promote: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class GcReport:
+    expired: int
+    merged: int
+    kept: int
+    promotable: int
+    promoted: int
+    dry_run: bool
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "expired": self.expired,
+            "merged": self.merged,
+            "kept": self.kept,
+            "promotable": self.promotable,
+            "promoted": self.promoted,
+            "dry_run": self.dry_run,
+            **({"details": self.details} if self.details else {}),
+        }
+
+
+def plan_gc(entries: list[Entry], config: Config, now: datetime) -> GcPlan:
+    plan = GcPlan()
+    live: list[Entry] = []
+    for entry in entries:
+        if is_expired(entry, now):
+            plan.expired.append(entry.id)
+        else:
+            live.append(entry)
+    folded: set[str] = set()
+    for group in merge_groups(live, config.dedup.threshold):
+        survivor, *others = group
+        plan.merges.append((survivor.id, [o.id for o in others]))
+        folded.update(o.id for o in others)
+    by_id = {e.id: e for e in live}
+    merged_counts: dict[str, int] = {e.id: e.access_count for e in live}
+    for survivor_id, others_ids in plan.merges:
+        merged_counts[survivor_id] += sum(by_id[o].access_count for o in others_ids)
+    for entry in live:
+        if entry.id in folded:
+            continue
+        promotable = entry.promotable or merged_counts[entry.id] >= config.promotion.min_accesses
+        if promotable and not entry.promotable:
+            plan.newly_promotable.append(entry.id)
+        if promotable and config.promotion.policy == "auto":
+            plan.promote.append(entry.id)
+    return plan

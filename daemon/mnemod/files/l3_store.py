@@ -1,0 +1,124 @@
+"""index.json: the L3 entries, the last applied event id, and a few stats.
+
+Written atomically with the previous good file kept as index.json.bak. A file that does not
+parse is never overwritten: it is set aside as `index.json.corrupt-<time>` after recovering
+from .bak, or mnemod refuses to go on (CorruptIndexError → exit 1).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from mnemod.clock import format_time
+from mnemod.domain.model import Entry
+from mnemod.errors import CorruptIndexError, InvalidInputError
+from mnemod.files.atomic import atomic_write_bytes
+
+FORMAT = "mnemod.l3/1"
+log = structlog.get_logger("mnemod.l3")
+
+
+@dataclass
+class L3Snapshot:
+    entries: list[Entry] = field(default_factory=list)
+    last_event_id: str | None = None
+    stats: dict[str, Any] = field(default_factory=dict)
+    recovered_from: Path | None = None
+
+
+def load_index(path: Path) -> L3Snapshot:
+    """Read index.json, falling back to index.json.bak; missing both means a new namespace."""
+    backup = path.with_name(path.name + ".bak")
+    if not path.exists():
+        if backup.exists():
+            snapshot = _parse(backup)
+            snapshot.recovered_from = backup
+            log.warning("l3.recovered", path=str(path), source=str(backup), reason="index missing")
+            return snapshot
+        return L3Snapshot()
+    try:
+        return _parse(path)
+    except CorruptIndexError as primary:
+        if not backup.exists():
+            raise CorruptIndexError(
+                path, f"{primary.reason}; no {backup.name} to recover from"
+            ) from None
+        try:
+            snapshot = _parse(backup)
+        except CorruptIndexError as secondary:
+            raise CorruptIndexError(
+                path, f"{primary.reason}; {backup.name} is unusable too: {secondary.reason}"
+            ) from None
+        aside = path.with_name(f"{path.name}.corrupt-{os.getpid()}-{_stamp()}")
+        os.link(path, aside)
+        log.error(
+            "l3.recovered",
+            path=str(path),
+            source=str(backup),
+            reason=primary.reason,
+            corrupt_copy=str(aside),
+        )
+        snapshot.recovered_from = backup
+        return snapshot
+
+
+def _stamp() -> str:
+    from datetime import UTC
+
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+
+
+def _parse(path: Path) -> L3Snapshot:
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise CorruptIndexError(path, f"cannot read: {exc.strerror}") from exc
+    try:
+        data = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        line = getattr(exc, "lineno", None)
+        raise CorruptIndexError(path, f"not valid JSON ({exc})", line) from exc
+    if not isinstance(data, dict):
+        raise CorruptIndexError(path, "top level must be a JSON object")
+    if data.get("format") != FORMAT:
+        raise CorruptIndexError(path, f"format must be {FORMAT!r}, found {data.get('format')!r}")
+    entries_raw = data.get("entries")
+    if not isinstance(entries_raw, list):
+        raise CorruptIndexError(path, "entries must be a list")
+    entries: list[Entry] = []
+    seen: set[str] = set()
+    for position, item in enumerate(entries_raw):
+        try:
+            entry = Entry.from_dict(item, where=f"entries[{position}]")
+        except InvalidInputError as exc:
+            raise CorruptIndexError(path, str(exc)) from exc
+        if entry.id in seen:
+            raise CorruptIndexError(path, f"entries[{position}]: duplicate id {entry.id}")
+        seen.add(entry.id)
+        entries.append(entry)
+    last = data.get("last_event_id")
+    if last is not None and not isinstance(last, str):
+        raise CorruptIndexError(path, "last_event_id must be a string or null")
+    stats = data.get("stats") if isinstance(data.get("stats"), dict) else {}
+    return L3Snapshot(entries=entries, last_event_id=last, stats=dict(stats or {}))
+
+
+def save_index(path: Path, snapshot: L3Snapshot, now: datetime) -> None:
+    """Write durably; the previous good file becomes index.json.bak."""
+    entries = sorted(snapshot.entries, key=lambda e: (e.created_at, e.id))
+    document = {
+        "format": FORMAT,
+        "last_event_id": snapshot.last_event_id,
+        "saved_at": format_time(now),
+        "stats": snapshot.stats,
+        "entries": [entry.to_dict() for entry in entries],
+    }
+    payload = json.dumps(document, ensure_ascii=False, separators=(",", ":"), sort_keys=False)
+    atomic_write_bytes(path, (payload + "\n").encode("utf-8"), backup=True)

@@ -1,0 +1,479 @@
+"""The memory engine: one namespace's L1, L2 and L3 in memory, changed through one object.
+
+The library (`mnemod.open`) and the daemon share it. Every change goes through these methods,
+which validate, apply the domain rules, journal the change and, with `autosave`, make it
+durable before returning. The daemon turns autosave off and snapshots once per batch.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
+
+import structlog
+
+from mnemod.clock import Clock
+from mnemod.config import Config
+from mnemod.domain import retention
+from mnemod.domain.gc import GcReport, plan_gc
+from mnemod.domain.keywords import extract_keywords, jaccard, normalize_keywords
+from mnemod.domain.merge import merge_into
+from mnemod.domain.model import Entry
+from mnemod.domain.validation import NewEntry, check_new_entry, check_update
+from mnemod.errors import InvalidInputError, MnemodError, NotFoundError
+from mnemod.files.journal import Journal
+from mnemod.files.l1_files import L1Item, L1Problem, L1Registry
+from mnemod.files.l2_markdown import L2Folder
+from mnemod.files.l3_store import L3Snapshot, load_index, save_index
+from mnemod.files.lock import NamespaceLock
+from mnemod.ids import new_id
+from mnemod.runtime.paths import NamespacePaths
+from mnemod.tokens import TokenCounter, token_counter
+
+log = structlog.get_logger("mnemod.engine")
+
+
+class Engine:
+    """One namespace. Not thread-safe: the daemon's single writer thread owns it."""
+
+    def __init__(
+        self,
+        paths: NamespacePaths,
+        config: Config,
+        clock: Clock,
+        *,
+        l1_dir: Any = None,
+        actor: str = "api",
+        autosave: bool = True,
+        readonly: bool = False,
+    ) -> None:
+        self.paths = paths
+        self.config = config
+        self.clock = clock
+        self.actor = actor
+        self.readonly = readonly
+        self.autosave = autosave and not readonly
+        self.counter: TokenCounter = token_counter(config.tokens.encoding)
+        self._lock = None if readonly else NamespaceLock(paths.lock)
+        if self._lock is not None:
+            self._lock.acquire()
+        try:
+            snapshot = load_index(paths.index)
+        except BaseException:
+            self.close()
+            raise
+        self.last_event_id: str | None = snapshot.last_event_id
+        self.entries: dict[str, Entry] = {e.id: e for e in snapshot.entries}
+        self.aliases: dict[str, str] = {}
+        self.keys: dict[str, str] = {}
+        self._postings: dict[tuple[str, str], set[str]] = defaultdict(set)
+        for entry in self.entries.values():
+            self._index(entry)
+        self.l2 = L2Folder(paths.l2_dir)
+        self.l2_entries: dict[str, Entry] = {}
+        self._load_l2()
+        self.l1 = L1Registry(l1_dir, config.limits) if l1_dir is not None else None
+        self.l1_problems: list[L1Problem] = self.l1.reload_all() if self.l1 is not None else []
+        self.journal = Journal(paths.history, paths.archive)
+        self.changed: dict[str, str] = {}
+        self.last_outcome = ""
+        self.dirty = snapshot.recovered_from is not None
+        self._batch_depth = 0
+
+    # ---- lifecycle -------------------------------------------------------------------
+    def close(self) -> None:
+        if not self.readonly and hasattr(self, "journal"):
+            self.save()
+        if self._lock is not None:
+            self._lock.release()
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Defer saving until the outermost batch ends (one fsync for many changes)."""
+        self._batch_depth += 1
+        try:
+            yield
+        finally:
+            self._batch_depth -= 1
+        if self._batch_depth == 0 and self.autosave:
+            self.save()
+
+    def save(self, now: datetime | None = None) -> bool:
+        """Journal first, then the index: archived copies are durable before entries leave."""
+        if not self.dirty and not self.journal.pending:
+            return False
+        if self.readonly:
+            raise MnemodError(f"{self.paths.root}: opened read-only; changes are not saved")
+        self.journal.flush()
+        if self.dirty:
+            save_index(self.paths.index, self._snapshot(), now or self.clock.now())
+            self.dirty = False
+        return True
+
+    def _snapshot(self) -> L3Snapshot:
+        stats: dict[str, Any] = {"entries": len(self.entries), "by_type": self.counts_by_type()}
+        return L3Snapshot(list(self.entries.values()), self.last_event_id, stats)
+
+    def _commit(self) -> None:
+        self.dirty = True
+        if self.autosave and self._batch_depth == 0:
+            self.save()
+
+    def mark_applied(self, event_id: str) -> None:
+        self.last_event_id = event_id
+        self.dirty = True
+
+    def drain_changes(self) -> dict[str, str]:
+        changed, self.changed = self.changed, {}
+        return changed
+
+    # ---- reads -------------------------------------------------------------------------
+    def resolve_id(self, entry_id: str) -> str:
+        """Follow merges: the id of the entry that now holds `entry_id`'s memory."""
+        seen = 0
+        while entry_id in self.aliases and seen < 100:
+            entry_id = self.aliases[entry_id]
+            seen += 1
+        return entry_id
+
+    def find(self, id_or_key: str) -> Entry | None:
+        entry_id = self.resolve_id(id_or_key)
+        found = self.entries.get(entry_id) or self.l2_entries.get(entry_id)
+        if found is None and id_or_key in self.keys:
+            found = self.entries.get(self.keys[id_or_key])
+        if found is None:
+            found = next((e for e in self.l2_entries.values() if e.key == id_or_key), None)
+        return found
+
+    def get(self, id_or_key: str) -> Entry:
+        found = self.find(id_or_key)
+        if found is None:
+            raise NotFoundError(f"entry {id_or_key!r} in namespace {self.paths.namespace!r}")
+        return found
+
+    def layer_of(self, entry: Entry) -> str:
+        return "l2" if entry.id in self.l2_entries else "l3"
+
+    def select(self, type_: str | None = None, layer: str | None = None) -> list[Entry]:
+        pools = {"l3": self.entries.values(), "l2": self.l2_entries.values()}
+        chosen = [pools[layer]] if layer in pools else list(pools.values())
+        found = [e for pool in chosen for e in pool if type_ is None or e.type == type_]
+        return sorted(found, key=lambda e: (e.created_at, e.id))
+
+    def l1_items(self) -> list[L1Item]:
+        return self.l1.items() if self.l1 is not None else []
+
+    def counts_by_type(self) -> dict[str, int]:
+        counts: dict[str, int] = defaultdict(int)
+        for entry in self.entries.values():
+            counts[entry.type] += 1
+        return dict(sorted(counts.items()))
+
+    def similar(self, entry: Entry) -> tuple[Entry, float] | None:
+        """The best same-type L3 entry whose keyword Jaccard passes the dedup threshold."""
+        candidates: set[str] = set()
+        for word in entry.keywords:
+            candidates |= self._postings.get((entry.type, word), set())
+        candidates.discard(entry.id)
+        best: tuple[Entry, float] | None = None
+        for other_id in sorted(candidates):
+            other = self.entries[other_id]
+            score = jaccard(entry.keywords, other.keywords)
+            if score >= self.config.dedup.threshold and (best is None or score > best[1]):
+                best = (other, score)
+        return best
+
+    # ---- writes ------------------------------------------------------------------------
+    def add(self, new: NewEntry, now: datetime | None = None, by: str | None = None) -> Entry:
+        """Store a memory; returns the entry that holds it (an existing one after dedup)."""
+        check_new_entry(new, self.config)
+        now = now or self.clock.now()
+        actor = by or self.actor
+        if new.id is not None:
+            existing = self.find(new.id)
+            if existing is not None and self.resolve_id(new.id) == existing.id:
+                self.last_outcome = "duplicate"
+                return existing  # a retried add with a client-chosen id is a no-op
+        if new.key is not None and new.key in self.keys:
+            fields: dict[str, Any] = {"content": new.content, "importance": new.importance}
+            if new.tags:
+                fields["tags"] = new.tags
+            self.last_outcome = "updated"
+            return self.update(self.keys[new.key], fields, now=now, by=actor)
+        created = new.created_at or now
+        entry = Entry(
+            id=new.id or new_id(created),
+            type=new.type,
+            content=new.content,
+            created_at=created,
+            updated_at=max(created, now),
+            last_accessed_at=created,
+            expires_at=None,
+            key=new.key,
+            importance=new.importance,
+            keywords=self._keywords(new.content, new.keywords),
+            tags=list(dict.fromkeys(new.tags)),
+            tier=new.tier,
+            triggers=list(new.triggers),
+            once=new.once,
+            source=new.source,
+            tokens=self.counter.count(new.content),
+        )
+        entry.expires_at = retention.expires_at(self.config.ttl, entry)
+        match = self.similar(entry)
+        if match is not None:
+            survivor, score = match
+            self._fold(survivor, entry, now, actor, score=round(score, 3))
+            self.last_outcome = "merged"
+            return survivor
+        self._insert(entry)
+        self.last_outcome = "added"
+        self.journal.record(now, "add", entry.id, actor, type=entry.type, key=entry.key)
+        self.changed[entry.id] = "add"
+        self._commit()
+        return entry
+
+    def access(self, entry_id: str, now: datetime | None = None) -> Entry:
+        entry = self.get(entry_id)
+        now = now or self.clock.now()
+        entry.access_count += 1
+        entry.last_accessed_at = max(entry.last_accessed_at, now)
+        if entry.id in self.entries:
+            entry.expires_at = retention.expires_at(self.config.ttl, entry)
+        self.changed[entry.id] = "access"
+        self._commit()
+        return entry
+
+    def update(
+        self,
+        entry_id: str,
+        fields: dict[str, Any],
+        now: datetime | None = None,
+        by: str | None = None,
+    ) -> Entry:
+        check_update(fields, self.config)
+        entry = self.get(entry_id)
+        now = now or self.clock.now()
+        in_l3 = entry.id in self.entries
+        old_type = entry.type
+        if in_l3:
+            self._unindex(entry)
+        if (
+            "key" in fields
+            and fields["key"] not in (None, entry.key)
+            and fields["key"] in self.keys
+        ):
+            if in_l3:
+                self._index(entry)
+            raise InvalidInputError(
+                "key", f"{fields['key']!r} already names entry {self.keys[fields['key']]}"
+            )
+        for name, value in fields.items():
+            setattr(entry, name, list(value) if isinstance(value, list) else value)
+        if "content" in fields:
+            entry.tokens = self.counter.count(entry.content)
+            if "keywords" not in fields:
+                entry.keywords = self._keywords(entry.content, None)
+        elif "keywords" in fields:
+            entry.keywords = normalize_keywords(fields["keywords"], self.config.limits.max_keywords)
+        entry.updated_at = max(now, entry.updated_at)
+        self.journal.record(now, "update", entry.id, by or self.actor, fields=sorted(fields))
+        self.changed[entry.id] = "update"
+        if in_l3:
+            entry.expires_at = retention.expires_at(self.config.ttl, entry)
+            self._index(entry)
+            self._commit()
+        else:
+            self.journal.flush()
+            self._write_l2(entry.type)
+            if old_type != entry.type:
+                self._write_l2(old_type)
+        return entry
+
+    def remove(self, entry_id: str, now: datetime | None = None, by: str | None = None) -> Entry:
+        entry = self.get(entry_id)
+        now = now or self.clock.now()
+        actor = by or self.actor
+        self.journal.archive(now, entry, "removed", actor)
+        self.journal.record(now, "remove", entry.id, actor)
+        self.changed[entry.id] = "remove"
+        if entry.id in self.entries:
+            self._drop(entry)
+            self._commit()
+        else:
+            del self.l2_entries[entry.id]
+            self.journal.flush()
+            self._write_l2(entry.type)
+        return entry
+
+    def promote(self, entry_id: str, now: datetime | None = None, by: str | None = None) -> Entry:
+        """Move an L3 entry into its type's L2 file; it leaves L3 only once L2 is durable."""
+        entry = self.get(entry_id)
+        if entry.id in self.l2_entries:
+            return entry
+        now = now or self.clock.now()
+        self._promote_many([entry], now, by or self.actor)
+        return entry
+
+    def gc(self, dry_run: bool = False, now: datetime | None = None, by: str = "gc") -> GcReport:
+        now = now or self.clock.now()
+        entries = list(self.entries.values())
+        if dry_run:
+            entries = copy.deepcopy(entries)
+        plan = plan_gc(entries, self.config, now)
+        details = {"expired": plan.expired, "merges": plan.merges, "promoted": plan.promote}
+        report = GcReport(
+            expired=len(plan.expired),
+            merged=sum(len(folded) for _, folded in plan.merges),
+            kept=len(entries)
+            - len(plan.expired)
+            - sum(len(f) for _, f in plan.merges)
+            - len(plan.promote),
+            promotable=sum(1 for e in entries if e.promotable) + len(plan.newly_promotable),
+            promoted=len(plan.promote),
+            dry_run=dry_run,
+            details=details,
+        )
+        if dry_run:
+            return report
+        with self._deferred():
+            for entry_id in plan.expired:
+                entry = self.entries[entry_id]
+                self.journal.archive(
+                    now,
+                    entry,
+                    f"expired at {entry.expires_at and entry.expires_at.isoformat()}",
+                    by,
+                )
+                self.journal.record(now, "expire", entry_id, by)
+                self.changed[entry_id] = "remove"
+                self._drop(entry)
+            for survivor_id, folded_ids in plan.merges:
+                survivor = self.entries[survivor_id]
+                for folded_id in folded_ids:
+                    self._fold(survivor, self.entries[folded_id], now, by)
+            for entry_id in plan.newly_promotable:
+                self.entries[entry_id].promotable = True
+                self.changed[entry_id] = "update"
+            self.dirty = True
+        if plan.promote:
+            self._promote_many([self.entries[i] for i in plan.promote], now, by)
+        log.info(
+            "gc.finished", namespace=self.paths.namespace, **report.as_dict() | {"details": None}
+        )
+        return report
+
+    def restore(self, entries: list[tuple[str, Entry]], now: datetime | None = None) -> int:
+        """Put exported entries back as they were (no dedup, no TTL recomputation).
+        Ids already present are skipped; returns how many were restored."""
+        now = now or self.clock.now()
+        restored = 0
+        l2_types: set[str] = set()
+        for layer, entry in entries:
+            if self.find(entry.id) is not None:
+                continue
+            if layer == "l2":
+                self.l2_entries[entry.id] = entry
+                l2_types.add(entry.type)
+            else:
+                self._insert(entry)
+            self.journal.record(now, "import", entry.id, self.actor, layer=layer)
+            self.changed[entry.id] = "add"
+            restored += 1
+        self.journal.flush()
+        for type_ in sorted(l2_types):
+            self._write_l2(type_)
+        self._commit()
+        return restored
+
+    def reload_l2(self) -> None:
+        """Re-read the L2 files (a person edited one); a broken file keeps its last version."""
+        before = set(self.l2_entries)
+        self._load_l2()
+        for entry_id in before | set(self.l2_entries):
+            self.changed[entry_id] = "update" if entry_id in self.l2_entries else "remove"
+
+    # ---- internals -----------------------------------------------------------------------
+    @contextmanager
+    def _deferred(self) -> Iterator[None]:
+        self._batch_depth += 1
+        try:
+            yield
+        finally:
+            self._batch_depth -= 1
+        self._commit()
+
+    def _keywords(self, content: str, given: list[str] | None) -> list[str]:
+        limit = self.config.limits.max_keywords
+        return normalize_keywords(given, limit) if given else extract_keywords(content, limit)
+
+    def _load_l2(self) -> None:
+        loaded = self.l2.load()
+        self.l2_entries = {e.id: e for entries in loaded.values() for e in entries}
+        for entry_id in [i for i in self.entries if i in self.l2_entries]:
+            # a crash between writing L2 and saving the index: L2 wins
+            self._drop(self.entries[entry_id])
+            self.dirty = True
+
+    def _write_l2(self, type_: str) -> None:
+        self.l2.write(type_, [e for e in self.l2_entries.values() if e.type == type_])
+
+    def _promote_many(self, entries: list[Entry], now: datetime, by: str) -> None:
+        types = set()
+        for entry in entries:
+            entry.expires_at = None
+            entry.promotable = True
+            entry.updated_at = max(now, entry.updated_at)
+            self.l2_entries[entry.id] = entry
+            types.add(entry.type)
+        for type_ in sorted(types):
+            self._write_l2(type_)
+        for entry in entries:
+            self.journal.record(now, "promote", entry.id, by, type=entry.type)
+            self.changed[entry.id] = "promote"
+            self._drop(entry)
+        self._commit()
+
+    def _fold(self, survivor: Entry, folded: Entry, now: datetime, by: str, **detail: Any) -> None:
+        self._unindex(survivor)
+        if folded.id in self.entries:
+            self._drop(folded)
+        merge_into(survivor, folded, now)
+        survivor.expires_at = retention.expires_at(self.config.ttl, survivor)
+        for old_id in [folded.id, *folded.merged_from]:
+            self.aliases[old_id] = survivor.id
+        self._index(survivor)
+        self.journal.record(now, "merge", survivor.id, by, merged=[folded.id], **detail)
+        self.changed[survivor.id] = "update"
+        self.changed[folded.id] = "remove"
+        self._commit()
+
+    def _insert(self, entry: Entry) -> None:
+        self.entries[entry.id] = entry
+        self._index(entry)
+
+    def _drop(self, entry: Entry) -> None:
+        self._unindex(entry)
+        del self.entries[entry.id]
+
+    def _index(self, entry: Entry) -> None:
+        for word in entry.keywords:
+            self._postings[(entry.type, word)].add(entry.id)
+        if entry.key:
+            self.keys[entry.key] = entry.id
+        for old_id in entry.merged_from:
+            self.aliases[old_id] = entry.id
+
+    def _unindex(self, entry: Entry) -> None:
+        for word in entry.keywords:
+            ids = self._postings.get((entry.type, word))
+            if ids is not None:
+                ids.discard(entry.id)
+                if not ids:
+                    del self._postings[(entry.type, word)]
+        if entry.key and self.keys.get(entry.key) == entry.id:
+            del self.keys[entry.key]

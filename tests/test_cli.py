@@ -1,0 +1,93 @@
+"""The CLI as a user runs it: a scripted session at injected times (MNEMOD_NOW)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+
+class Cli:
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self.now = "2026-03-01T09:00:00Z"
+
+    def run(self, *args: str, expect: int = 0, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOD_")}
+        env.update({"MNEMOD_NOW": self.now, "MNEMOD_DATA_DIR": str(self.data_dir)})
+        done = subprocess.run(
+            [sys.executable, "-m", "mnemod.cli.main", *args],
+            env=env, capture_output=True, text=True, input=stdin, timeout=60,
+        )
+        assert done.returncode == expect, (done.returncode, done.stdout, done.stderr)
+        return done
+
+    def json(self, *args: str) -> Any:
+        return json.loads(self.run(*args, "--json").stdout)
+
+
+def test_scripted_session(tmp_path: Path) -> None:
+    cli = Cli(tmp_path / "data")
+    ts = cli.json("add", "User likes TypeScript", "--type", "context")
+    assert ts["expires_at"] == "2026-03-15T09:00:00.000Z"
+    same = cli.json("add", "User likes TypeScript a lot", "--type", "context")
+    assert same["id"] == ts["id"] and same["content"] == "User likes TypeScript a lot"
+    assert len(cli.json("list")) == 1
+
+    pref = cli.json("add", "User prefers Asia/Taipei", "--type", "preference", "--importance", "5")
+    assert pref["expires_at"] == "2026-04-30T09:00:00.000Z"  # 30 d × 2
+    for _ in range(3):
+        cli.run("access", pref["id"])
+    assert cli.json("get", pref["id"])["expires_at"] == "2026-05-21T09:00:00.000Z"  # +3 × 7 d
+
+    prog = cli.json("add", "Sprint 12 is half done", "--type", "progress")
+    cli.now = "2026-03-09T09:00:00Z"
+    dry = cli.json("gc", "--dry-run")
+    assert (dry["expired"], dry["dry_run"]) == (1, True)
+    report = cli.json("gc")
+    assert (report["expired"], report["promotable"]) == (1, 1)
+    assert cli.run("get", prog["id"], expect=1).stderr.startswith("mnemod: not found")
+
+    cli.run("promote", pref["id"])
+    got = cli.json("get", pref["id"])
+    assert (got["layer"], got["expires_at"]) == ("l2", None)
+    assert "User prefers Asia/Taipei" in (tmp_path / "data/default/l2/preference.md").read_text()
+
+    history = cli.json("history", ts["id"])
+    assert [r["op"] for r in history] == ["add", "merge"]
+
+
+def test_export_import_round_trip(tmp_path: Path) -> None:
+    cli = Cli(tmp_path / "a")
+    cli.run("add", "Cat is called Miso", "--tag", "pets", "--key", "cat")
+    one = cli.json("add", "Standup is at 10:00", "--type", "progress")
+    cli.run("promote", one["id"])
+    exported = cli.run("export").stdout
+    other = Cli(tmp_path / "b")
+    other.run("import", "-", stdin=exported)
+    assert other.run("export").stdout == exported
+
+
+def test_bad_input_exit_codes(tmp_path: Path) -> None:
+    cli = Cli(tmp_path / "data")
+    assert "importance" in cli.run("add", "x y", "--importance", "7", expect=2).stderr
+    assert cli.run("nonsense", expect=2).stderr.startswith("mnemod:")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[dedup]\nthreshold = 5\n")
+    err = cli.run("list", "--config", str(bad), expect=2).stderr
+    assert err.strip() == f"mnemod: {bad}:dedup.threshold: must be in (0, 1]"
+    assert "line" in cli.run("import", "-", stdin="{not json\n", expect=2).stderr
+
+
+def test_corrupt_index_exits_1_and_is_left_alone(tmp_path: Path) -> None:
+    cli = Cli(tmp_path / "data")
+    cli.run("add", "Cat is called Miso")
+    index = tmp_path / "data/default/l3/index.json"
+    index.write_text("{oops")
+    (index.parent / "index.json.bak").unlink(missing_ok=True)
+    err = cli.run("add", "Dog is called Bao", expect=1).stderr
+    assert "index.json" in err and "not valid JSON" in err
+    assert index.read_text() == "{oops"

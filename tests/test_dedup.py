@@ -1,0 +1,63 @@
+"""Keywords, Jaccard, merge rules, and merges that never chain."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from mnemod.domain.dedup import merge_groups
+from mnemod.domain.keywords import extract_keywords, jaccard
+from mnemod.domain.merge import merge_into
+from mnemod.domain.model import Entry
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def entry(entry_id: str, keywords: list[str], minutes: int = 0, **fields: object) -> Entry:
+    at = T0 + timedelta(minutes=minutes)
+    return Entry(entry_id, "context", " ".join(keywords), at, at, at, None, keywords=keywords, **fields)  # type: ignore[arg-type]
+
+
+def test_keywords_are_unicode_aware() -> None:
+    assert extract_keywords("Le café est naïve; 日本語 too") == ["le", "café", "est", "naïve", "日本語"]
+    assert "caf" not in extract_keywords("café")
+    assert extract_keywords("User likes TypeScript") == ["user", "like", "typescript"]
+    assert extract_keywords("the THE The") == []
+
+
+def test_typescript_pair_passes_default_threshold() -> None:
+    a = extract_keywords("User likes TypeScript")
+    b = extract_keywords("User likes TypeScript a lot")
+    assert jaccard(a, b) >= 0.55
+
+
+def test_chain_is_not_merged_into_one_group() -> None:
+    # A~B (3/4) and B~C (3/4) but A≁C (2/5): two memories, not one.
+    a = entry("A", ["w1", "w2", "w3"], 0)
+    b = entry("B", ["w1", "w2", "w3", "w4"], 1)
+    c = entry("C", ["w2", "w3", "w4"], 2)
+    assert jaccard(a.keywords, b.keywords) >= 0.55
+    assert jaccard(b.keywords, c.keywords) >= 0.55
+    assert jaccard(a.keywords, c.keywords) < 0.55
+    groups = merge_groups([a, b, c], 0.55)
+    assert [[m.id for m in g] for g in groups] == [["A", "B"]]
+
+
+def test_a_clique_is_merged_whole() -> None:
+    a = entry("A", ["x", "y", "z"], 0)
+    b = entry("B", ["x", "y", "z"], 1)
+    c = entry("C", ["x", "y", "z", "q"], 2)
+    assert [[m.id for m in g] for g in merge_groups([c, b, a], 0.55)] == [["A", "B", "C"]]
+
+
+def test_merge_rules() -> None:
+    old = entry("OLD", ["a", "b"], 0, importance=2, access_count=2, tags=["t1"])
+    new = entry("NEW", ["b", "c"], 5, importance=4, access_count=1, tags=["t2"], merged_from=["X"])
+    new.content = "newest content"
+    merged = merge_into(old, new, T0 + timedelta(hours=1))
+    assert merged.id == "OLD"
+    assert merged.content == "newest content"
+    assert merged.importance == 4
+    assert merged.keywords == ["a", "b", "c"]
+    assert merged.tags == ["t1", "t2"]
+    assert merged.access_count == 3
+    assert merged.merged_from == ["NEW", "X"]

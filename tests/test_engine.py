@@ -1,0 +1,226 @@
+"""The engine through the public API: add, dedup, access, GC, promotion, history, files."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+import mnemod
+from mnemod.clock import FixedClock
+from mnemod.errors import CorruptIndexError, InvalidInputError, LockedError, NotFoundError
+from mnemod.files.journal import read_jsonl, story
+
+T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def clock() -> FixedClock:
+    return FixedClock(T0)
+
+
+@pytest.fixture
+def store(tmp_path: Path, clock: FixedClock) -> mnemod.Store:
+    opened = mnemod.open(tmp_path / "data", clock=clock)
+    yield opened
+    opened.close()
+
+
+def reopen(tmp_path: Path, clock: FixedClock) -> mnemod.Store:
+    return mnemod.open(tmp_path / "data", clock=clock)
+
+
+def test_add_sets_ttl_by_type_and_importance(store: mnemod.Store) -> None:
+    entry = store.add("User prefers Asia/Taipei", type="preference", importance=4)
+    assert entry.expires_at == T0 + timedelta(days=45)
+    assert entry.keywords == ["user", "prefer", "asia", "taipei"]
+    assert entry.tokens > 0
+
+
+def test_typescript_dedup_returns_the_survivor(store: mnemod.Store, clock: FixedClock) -> None:
+    first = store.add("User likes TypeScript")
+    clock.advance(timedelta(minutes=1))
+    second = store.add("User likes TypeScript a lot")
+    assert second.id == first.id
+    assert second.content == "User likes TypeScript a lot"
+    assert len(store.list()) == 1
+    assert len(second.merged_from) == 1
+
+
+def test_different_types_are_not_merged(store: mnemod.Store) -> None:
+    store.add("User likes TypeScript", type="context")
+    store.add("User likes TypeScript", type="preference")
+    assert len(store.list()) == 2
+
+
+def test_client_id_makes_add_idempotent(store: mnemod.Store) -> None:
+    first = store.add("Deploys happen on Fridays", id="agent-1:42")
+    again = store.add("Deploys happen on Fridays", id="agent-1:42")
+    assert again.id == first.id == "agent-1:42"
+    assert len(store.list()) == 1
+
+
+def test_key_upserts(store: mnemod.Store) -> None:
+    store.add("Build is green", key="ci-state", type="progress")
+    updated = store.add("Build is red on main", key="ci-state", type="progress")
+    assert store.get("ci-state").content == "Build is red on main"
+    assert len(store.list()) == 1
+    assert updated.key == "ci-state"
+
+
+def test_access_extends_until_the_cap(store: mnemod.Store, clock: FixedClock) -> None:
+    entry = store.add("Project codename is Falcon")
+    for _ in range(20):
+        store.access(entry.id)
+    assert store.get(entry.id).expires_at == T0 + timedelta(days=90)
+    assert store.get(entry.id).access_count == 20
+
+
+def test_invalid_input_names_the_field(store: mnemod.Store) -> None:
+    with pytest.raises(InvalidInputError, match="importance"):
+        store.add("x y z", importance=9)
+    with pytest.raises(InvalidInputError, match="type"):
+        store.add("x y z", type="gossip")
+    with pytest.raises(InvalidInputError, match="content"):
+        store.add("   ")
+    with pytest.raises(InvalidInputError, match="triggers"):
+        store.add("x y z", triggers=["(a)\\1"])
+    with pytest.raises(InvalidInputError, match="content"):
+        store.add("x" * 70000)
+
+
+def test_gc_expires_to_archive_with_reason(tmp_path: Path, store: mnemod.Store, clock: FixedClock) -> None:
+    short = store.add("Sprint 12 is half done", type="progress")
+    keep = store.add("User prefers dark mode", type="preference")
+    clock.advance(timedelta(days=8))
+    dry = store.gc(dry_run=True)
+    assert (dry.expired, dry.dry_run) == (1, True)
+    assert store.find(short.id) is not None
+    report = store.gc()
+    assert (report.expired, report.kept) == (1, 1)
+    assert store.find(short.id) is None
+    assert store.find(keep.id) is not None
+    archived = list(read_jsonl(tmp_path / "data" / "default" / "l3" / "archive.jsonl"))
+    assert archived[0]["entry"]["id"] == short.id
+    assert archived[0]["reason"].startswith("expired")
+
+
+def test_gc_merges_without_chaining(tmp_path: Path, clock: FixedClock) -> None:
+    strict = mnemod.open(tmp_path / "d", clock=clock, config={"dedup": {"threshold": 0.9}})
+    a = strict.add("alpha", keywords=["w1", "w2", "w3", "a1", "a2"])
+    b = strict.add("beta", keywords=["w1", "w2", "w3", "b1", "b2"])
+    c = strict.add("gamma", keywords=["w1", "w2", "w3", "a1", "b1"])
+    strict.close()
+    # The operator lowers the threshold: a~c (4/6) and b~c (4/6) pass, a~b (3/7) does not.
+    store = mnemod.open(tmp_path / "d", clock=clock, config={"dedup": {"threshold": 0.5}})
+    report = store.gc()
+    assert report.merged == 1
+    remaining = {e.id for e in store.list()}
+    assert remaining == {a.id, b.id}
+    assert c.id in store.get(a.id).merged_from
+    store.close()
+
+
+def test_promotion_manual_and_back_through_get(tmp_path: Path, store: mnemod.Store, clock: FixedClock) -> None:
+    entry = store.add("Prod DB is postgres 16 on db1", type="relation")
+    for _ in range(3):
+        store.access(entry.id)
+    report = store.gc()
+    assert (report.promotable, report.promoted) == (1, 0)
+    store.promote(entry.id)
+    md = (tmp_path / "data" / "default" / "l2" / "relation.md").read_text()
+    assert "Prod DB is postgres 16 on db1" in md
+    store.close()
+    again = reopen(tmp_path, clock)
+    got = again.get(entry.id)
+    assert got.expires_at is None
+    assert again.engine.layer_of(got) == "l2"
+    assert [e.id for e in again.list(layer="l3")] == []
+    again.close()
+
+
+def test_promotion_auto_policy(tmp_path: Path, clock: FixedClock) -> None:
+    store = mnemod.open(tmp_path / "d", clock=clock, config={"promotion": {"policy": "auto"}})
+    entry = store.add("User's editor is helix")
+    for _ in range(3):
+        store.access(entry.id)
+    assert store.gc().promoted == 1
+    assert store.engine.layer_of(store.get(entry.id)) == "l2"
+    store.close()
+
+
+def test_history_tells_a_merged_entry_story(tmp_path: Path, store: mnemod.Store, clock: FixedClock) -> None:
+    first = store.add("User likes TypeScript")
+    store.add("User likes TypeScript a lot")
+    folded_id = store.get(first.id).merged_from[0]
+    ops = [r["op"] for r in story(tmp_path / "data" / "default" / "history.jsonl", first.id)]
+    assert ops == ["add", "merge"]
+    assert [r["op"] for r in story(tmp_path / "data" / "default" / "history.jsonl", folded_id)] == ["add", "merge"]
+
+
+def test_second_writer_is_refused(tmp_path: Path, store: mnemod.Store, clock: FixedClock) -> None:
+    with pytest.raises(LockedError, match="locked by another writer"):
+        reopen(tmp_path, clock)
+
+
+def test_index_survives_reopen_and_keeps_a_backup(tmp_path: Path, store: mnemod.Store, clock: FixedClock) -> None:
+    entry = store.add("Cat is called Miso")
+    store.add("Dog is called Bao")
+    store.close()
+    index = tmp_path / "data" / "default" / "l3" / "index.json"
+    data = json.loads(index.read_text())
+    assert data["format"] == "mnemod.l3/1"
+    assert index.with_name("index.json.bak").exists()
+    again = reopen(tmp_path, clock)
+    assert again.get(entry.id).content == "Cat is called Miso"
+    again.close()
+
+
+def test_corrupt_index_is_never_overwritten(tmp_path: Path, store: mnemod.Store, clock: FixedClock) -> None:
+    store.add("Cat is called Miso")
+    store.close()
+    index = tmp_path / "data" / "default" / "l3" / "index.json"
+    index.write_text('{"format": "mnemod.l3/1", "entries": [')
+    index.with_name("index.json.bak").write_text("garbage")
+    with pytest.raises(CorruptIndexError, match="index.json"):
+        reopen(tmp_path, clock)
+    assert index.read_text() == '{"format": "mnemod.l3/1", "entries": ['
+
+
+def test_corrupt_index_recovers_from_backup(tmp_path: Path, store: mnemod.Store, clock: FixedClock) -> None:
+    store.add("Cat is called Miso")
+    store.add("Dog is called Bao")  # the .bak now holds the first entry
+    store.close()
+    index = tmp_path / "data" / "default" / "l3" / "index.json"
+    index.write_text("{truncated")
+    again = reopen(tmp_path, clock)
+    assert [e.content for e in again.list()] == ["Cat is called Miso"]
+    again.close()
+    assert list(index.parent.glob("index.json.corrupt-*"))[0].read_text() == "{truncated"
+
+
+def test_remove_archives(tmp_path: Path, store: mnemod.Store) -> None:
+    entry = store.add("Temporary note about lunch")
+    store.remove(entry.id)
+    with pytest.raises(NotFoundError):
+        store.get(entry.id)
+    archived = list(read_jsonl(tmp_path / "data" / "default" / "l3" / "archive.jsonl"))
+    assert archived[-1]["reason"] == "removed"
+
+
+def test_access_never_recreates_a_removed_entry(store: mnemod.Store) -> None:
+    entry = store.add("Temporary note about lunch")
+    store.remove(entry.id)
+    with pytest.raises(NotFoundError):
+        store.access(entry.id)
+    assert store.list() == []
+
+
+def test_access_of_a_merged_id_reaches_the_survivor(store: mnemod.Store) -> None:
+    first = store.add("User likes TypeScript")
+    store.add("User likes TypeScript a lot")
+    folded = store.get(first.id).merged_from[0]
+    assert store.access(folded).id == first.id
+    assert len(store.list()) == 1
