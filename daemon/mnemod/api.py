@@ -19,6 +19,7 @@ from mnemod.clock import Clock, clock_from_env
 from mnemod.config import Config, load_config
 from mnemod.domain.gc import GcReport
 from mnemod.domain.model import Entry
+from mnemod.domain.resolve import ResolveResult
 from mnemod.domain.validation import NewEntry
 from mnemod.runtime.engine import Engine
 from mnemod.runtime.paths import DEFAULT_NAMESPACE, NamespacePaths, check_namespace
@@ -89,6 +90,17 @@ class Store:
 
     def gc(self, dry_run: bool = False, now: datetime | None = None) -> GcReport:
         return self.engine.gc(dry_run=dry_run, now=now)
+
+    def resolve(
+        self,
+        prompt: str,
+        budget: int | None = None,
+        session: str | None = None,
+        now: datetime | None = None,
+        trace: bool = False,
+    ) -> ResolveResult:
+        """Token-budgeted context for `prompt` (DESIGN §4); records accesses of what it picks."""
+        return self.engine.resolve(prompt, budget, session=session, now=now, trace=trace)
 
     def close(self) -> None:
         self.engine.close()

@@ -34,7 +34,7 @@ class GcReport:
     dry_run: bool
     details: dict[str, Any] = field(default_factory=dict)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self, summary: bool = False) -> dict[str, Any]:
         return {
             "expired": self.expired,
             "merged": self.merged,
@@ -42,11 +42,12 @@ class GcReport:
             "promotable": self.promotable,
             "promoted": self.promoted,
             "dry_run": self.dry_run,
-            **({"details": self.details} if self.details else {}),
+            **({"details": self.details} if self.details and not summary else {}),
         }
 
 
-def plan_gc(entries: list[Entry], config: Config, now: datetime) -> GcPlan:
+def plan_gc(entries: list[Entry], config: Config, now: datetime, expire_only: bool = False) -> GcPlan:
+    """`expire_only` is the frequent, cheap sweep; the full run also merges and promotes."""
     plan = GcPlan()
     live: list[Entry] = []
     for entry in entries:
@@ -54,6 +55,8 @@ def plan_gc(entries: list[Entry], config: Config, now: datetime) -> GcPlan:
             plan.expired.append(entry.id)
         else:
             live.append(entry)
+    if expire_only:
+        return plan
     folded: set[str] = set()
     for group in merge_groups(live, config.dedup.threshold):
         survivor, *others = group

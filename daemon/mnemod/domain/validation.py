@@ -16,10 +16,9 @@ from mnemod.domain.model import TIERS
 from mnemod.errors import InvalidInputError
 from mnemod.ids import is_valid_id
 
-try:  # google-re2: linear-time matching, so a hostile trigger cannot hang the daemon
-    import re2 as _regex_engine
-except ImportError:  # pragma: no cover - a declared dependency
-    import re as _regex_engine
+import re2  # google-re2: linear-time matching, so a hostile trigger cannot hang the daemon
+
+_TRIGGER_MEMORY = 1 << 20  # bytes of RE2 program per pattern: bounds a pathological one
 
 
 @dataclass
@@ -106,9 +105,13 @@ def check_triggers(triggers: Any, config: Config, where: str = "") -> None:
 def compile_trigger(pattern: str, where: str = "") -> Any:
     """Compile case-insensitively with RE2; patterns RE2 refuses (backreferences,
     lookaround) are rejected rather than run on a backtracking engine."""
+    options = re2.Options()
+    options.case_sensitive = False
+    options.log_errors = False
+    options.max_mem = _TRIGGER_MEMORY
     try:
-        return _regex_engine.compile(f"(?i:{pattern})")
-    except Exception as exc:
+        return re2.compile(pattern, options)
+    except Exception as exc:  # noqa: BLE001 - re2 raises its own error type
         raise InvalidInputError(
             "triggers", f"{pattern!r} is not a supported regex ({exc})", where
         ) from exc

@@ -11,7 +11,8 @@ import copy
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -23,8 +24,9 @@ from mnemod.domain.gc import GcReport, plan_gc
 from mnemod.domain.keywords import extract_keywords, jaccard, normalize_keywords
 from mnemod.domain.merge import merge_into
 from mnemod.domain.model import Entry
+from mnemod.domain.resolve import Candidate, ResolveResult, Resolver, candidate_from_entry
 from mnemod.domain.validation import NewEntry, check_new_entry, check_update
-from mnemod.errors import InvalidInputError, MnemodError, NotFoundError
+from mnemod.errors import CorruptFileError, InvalidInputError, MnemodError, NotFoundError
 from mnemod.files.journal import Journal
 from mnemod.files.l1_files import L1Item, L1Problem, L1Registry
 from mnemod.files.l2_markdown import L2Folder
@@ -35,6 +37,7 @@ from mnemod.runtime.paths import NamespacePaths
 from mnemod.tokens import TokenCounter, token_counter
 
 log = structlog.get_logger("mnemod.engine")
+L1_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)  # L1 items are timeless; resolve shows them undated
 
 
 class Engine:
@@ -75,11 +78,19 @@ class Engine:
             self._index(entry)
         self.l2 = L2Folder(paths.l2_dir)
         self.l2_entries: dict[str, Entry] = {}
+        self.l2_broken: dict[str, CorruptFileError] = {}
         self._load_l2()
         self.l1 = L1Registry(l1_dir, config.limits) if l1_dir is not None else None
         self.l1_problems: list[L1Problem] = self.l1.reload_all() if self.l1 is not None else []
+        self._l1_ids: set[str] = set()
         self.journal = Journal(paths.history, paths.archive)
         self.changed: dict[str, str] = {}
+        self.resolver = Resolver(self.counter)
+        self.sessions: dict[str, set[str]] = defaultdict(set)
+        for entry in [*self.entries.values(), *self.l2_entries.values()]:
+            self._touched(entry.id, "load")
+        self._sync_l1_candidates()
+        self.changed.clear()
         self.last_outcome = ""
         self.dirty = snapshot.recovered_from is not None
         self._batch_depth = 0
@@ -126,6 +137,42 @@ class Engine:
     def mark_applied(self, event_id: str) -> None:
         self.last_event_id = event_id
         self.dirty = True
+
+    def _touched(self, entry_id: str, op: str) -> None:
+        """Note a change for the hot layer and keep the resolver's view in step."""
+        self.changed[entry_id] = op
+        entry = self.entries.get(entry_id)
+        if entry is not None:
+            self.resolver.upsert(candidate_from_entry(entry, "l3"))
+        elif entry_id in self.l2_entries:
+            self.resolver.upsert(candidate_from_entry(self.l2_entries[entry_id], "l2"))
+        else:
+            self.resolver.remove(entry_id)
+
+    def _sync_l1_candidates(self) -> None:
+        items = self.l1_items()
+        wanted = {item.id for item in items}
+        for stale in self._l1_ids - wanted:
+            self.resolver.remove(stale)
+        for item in items:
+            self.resolver.upsert(self._l1_candidate(item))
+        self._l1_ids = wanted
+
+    def _l1_candidate(self, item: L1Item) -> Candidate:
+        return Candidate(
+            id=item.id,
+            layer="l1",
+            type="l1",
+            content=item.content,
+            created_at=L1_EPOCH,
+            last_accessed_at=L1_EPOCH,
+            tokens=self.counter.count(item.content),
+            importance=item.importance,
+            tier="hot" if item.always else "warm",
+            triggers=item.triggers,
+            once=item.once,
+            tags=item.tags,
+        )
 
     def drain_changes(self) -> dict[str, str]:
         changed, self.changed = self.changed, {}
@@ -233,7 +280,7 @@ class Engine:
         self._insert(entry)
         self.last_outcome = "added"
         self.journal.record(now, "add", entry.id, actor, type=entry.type, key=entry.key)
-        self.changed[entry.id] = "add"
+        self._touched(entry.id, "add")
         self._commit()
         return entry
 
@@ -244,7 +291,7 @@ class Engine:
         entry.last_accessed_at = max(entry.last_accessed_at, now)
         if entry.id in self.entries:
             entry.expires_at = retention.expires_at(self.config.ttl, entry)
-        self.changed[entry.id] = "access"
+        self._touched(entry.id, "access")
         self._commit()
         return entry
 
@@ -282,7 +329,7 @@ class Engine:
             entry.keywords = normalize_keywords(fields["keywords"], self.config.limits.max_keywords)
         entry.updated_at = max(now, entry.updated_at)
         self.journal.record(now, "update", entry.id, by or self.actor, fields=sorted(fields))
-        self.changed[entry.id] = "update"
+        self._touched(entry.id, "update")
         if in_l3:
             entry.expires_at = retention.expires_at(self.config.ttl, entry)
             self._index(entry)
@@ -300,7 +347,7 @@ class Engine:
         actor = by or self.actor
         self.journal.archive(now, entry, "removed", actor)
         self.journal.record(now, "remove", entry.id, actor)
-        self.changed[entry.id] = "remove"
+        self._touched(entry.id, "remove")
         if entry.id in self.entries:
             self._drop(entry)
             self._commit()
@@ -319,12 +366,18 @@ class Engine:
         self._promote_many([entry], now, by or self.actor)
         return entry
 
-    def gc(self, dry_run: bool = False, now: datetime | None = None, by: str = "gc") -> GcReport:
+    def gc(
+        self,
+        dry_run: bool = False,
+        now: datetime | None = None,
+        by: str = "gc",
+        expire_only: bool = False,
+    ) -> GcReport:
         now = now or self.clock.now()
         entries = list(self.entries.values())
         if dry_run:
             entries = copy.deepcopy(entries)
-        plan = plan_gc(entries, self.config, now)
+        plan = plan_gc(entries, self.config, now, expire_only=expire_only)
         details = {"expired": plan.expired, "merges": plan.merges, "promoted": plan.promote}
         report = GcReport(
             expired=len(plan.expired),
@@ -350,7 +403,7 @@ class Engine:
                     by,
                 )
                 self.journal.record(now, "expire", entry_id, by)
-                self.changed[entry_id] = "remove"
+                self._touched(entry_id, "remove")
                 self._drop(entry)
             for survivor_id, folded_ids in plan.merges:
                 survivor = self.entries[survivor_id]
@@ -358,7 +411,7 @@ class Engine:
                     self._fold(survivor, self.entries[folded_id], now, by)
             for entry_id in plan.newly_promotable:
                 self.entries[entry_id].promotable = True
-                self.changed[entry_id] = "update"
+                self._touched(entry_id, "update")
             self.dirty = True
         if plan.promote:
             self._promote_many([self.entries[i] for i in plan.promote], now, by)
@@ -382,7 +435,7 @@ class Engine:
             else:
                 self._insert(entry)
             self.journal.record(now, "import", entry.id, self.actor, layer=layer)
-            self.changed[entry.id] = "add"
+            self._touched(entry.id, "add")
             restored += 1
         self.journal.flush()
         for type_ in sorted(l2_types):
@@ -390,12 +443,52 @@ class Engine:
         self._commit()
         return restored
 
+    def resolve(
+        self,
+        prompt: str,
+        budget: int | None = None,
+        *,
+        session: str | None = None,
+        seen_once: set[str] | None = None,
+        now: datetime | None = None,
+        trace: bool = False,
+        record_access: bool = True,
+    ) -> ResolveResult:
+        """Token-budgeted context for `prompt`. Records an access on every selected L2/L3
+        entry (as agents use it) and, for `session`, which `once` items were injected."""
+        now = now or self.clock.now()
+        limit = budget if budget is not None else self.config.resolve.default_budget
+        if limit < 1:
+            raise InvalidInputError("budget", "must be at least 1 token")
+        seen = seen_once if seen_once is not None else (self.sessions[session] if session else set())
+        result = self.resolver.resolve(prompt, limit, now, seen_once=seen, trace=trace)
+        if session and seen_once is None:
+            self.sessions[session].update(result.once_ids)
+        if record_access and not self.readonly:
+            with self._deferred():
+                for item in result.items:
+                    if item.layer != "l1" and self.find(item.id) is not None:
+                        self.access(item.id, now)
+        return result
+
+    def reload_l1(self, path: Path | None = None) -> list[L1Problem]:
+        """Re-read one L1 file (or all); a broken file keeps its last good version."""
+        if self.l1 is None:
+            return []
+        if path is None:
+            self.l1.reload_all()
+        else:
+            self.l1.reload_file(path)
+        self.l1_problems = self.l1.problems()
+        self._sync_l1_candidates()
+        return list(self.l1_problems)
+
     def reload_l2(self) -> None:
         """Re-read the L2 files (a person edited one); a broken file keeps its last version."""
         before = set(self.l2_entries)
         self._load_l2()
         for entry_id in before | set(self.l2_entries):
-            self.changed[entry_id] = "update" if entry_id in self.l2_entries else "remove"
+            self._touched(entry_id, "update") if entry_id in self.l2_entries else "remove"
 
     # ---- internals -----------------------------------------------------------------------
     @contextmanager
@@ -412,30 +505,64 @@ class Engine:
         return normalize_keywords(given, limit) if given else extract_keywords(content, limit)
 
     def _load_l2(self) -> None:
-        loaded = self.l2.load()
-        self.l2_entries = {e.id: e for entries in loaded.values() for e in entries}
+        """Read every L2 file. A broken file keeps its last good entries in force (none at
+        start-up) and is blocked from writes until a person fixes it: mnemod never
+        overwrites a file it could not read."""
+        loaded: dict[str, Entry] = {}
+        broken: dict[str, CorruptFileError] = {}
+        for path in self.l2.files():
+            type_ = path.stem
+            try:
+                entries = [entry for entry, _line in self.l2.read_file(path)]
+            except CorruptFileError as exc:
+                broken[type_] = exc
+                log.error("l2.file_refused", file=str(path), line=exc.line, reason=exc.reason)
+                entries = [e for e in self.l2_entries.values() if e.type == type_]
+            for entry in entries:
+                loaded.setdefault(entry.id, entry)
+        self.l2_entries = loaded
+        self.l2_broken = broken
         for entry_id in [i for i in self.entries if i in self.l2_entries]:
             # a crash between writing L2 and saving the index: L2 wins
             self._drop(self.entries[entry_id])
             self.dirty = True
 
-    def _write_l2(self, type_: str) -> None:
-        self.l2.write(type_, [e for e in self.l2_entries.values() if e.type == type_])
+    def _write_l2(self, type_: str, extra: list[Entry] | None = None) -> None:
+        """Rewrite one type's file. If a person edited it since mnemod last read it, their
+        version is read first, so the write keeps their edit."""
+        if type_ in self.l2_broken:
+            raise self.l2_broken[type_]
+        path = self.l2.path_for(type_)
+        if path.exists() and not self.l2.is_own_write(path):
+            self._reread_l2(path)
+        current = [e for e in self.l2_entries.values() if e.type == type_]
+        self.l2.write(type_, current + list(extra or []))
+
+    def _reread_l2(self, path: Path) -> None:
+        fresh = [entry for entry, _line in self.l2.read_file(path)]
+        stale = [i for i, e in self.l2_entries.items() if e.type == path.stem]
+        for entry_id in stale:
+            del self.l2_entries[entry_id]
+        for entry in fresh:
+            self.l2_entries[entry.id] = entry
+        for entry_id in {*stale, *(e.id for e in fresh)}:
+            self._touched(entry_id, "update")
 
     def _promote_many(self, entries: list[Entry], now: datetime, by: str) -> None:
-        types = set()
-        for entry in entries:
+        """Write the L2 files with the promoted copies first; only then change memory and
+        the index, so a failed write leaves everything as it was."""
+        promoted = [copy.copy(entry) for entry in entries]
+        for entry in promoted:
             entry.expires_at = None
             entry.promotable = True
             entry.updated_at = max(now, entry.updated_at)
+        for type_ in sorted({entry.type for entry in promoted}):
+            self._write_l2(type_, [e for e in promoted if e.type == type_])
+        for original, entry in zip(entries, promoted, strict=True):
+            self._drop(original)
             self.l2_entries[entry.id] = entry
-            types.add(entry.type)
-        for type_ in sorted(types):
-            self._write_l2(type_)
-        for entry in entries:
             self.journal.record(now, "promote", entry.id, by, type=entry.type)
-            self.changed[entry.id] = "promote"
-            self._drop(entry)
+            self._touched(entry.id, "promote")
         self._commit()
 
     def _fold(self, survivor: Entry, folded: Entry, now: datetime, by: str, **detail: Any) -> None:
@@ -448,8 +575,8 @@ class Engine:
             self.aliases[old_id] = survivor.id
         self._index(survivor)
         self.journal.record(now, "merge", survivor.id, by, merged=[folded.id], **detail)
-        self.changed[survivor.id] = "update"
-        self.changed[folded.id] = "remove"
+        self._touched(survivor.id, "update")
+        self._touched(folded.id, "remove")
         self._commit()
 
     def _insert(self, entry: Entry) -> None:
