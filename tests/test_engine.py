@@ -110,10 +110,13 @@ def test_gc_expires_to_archive_with_reason(tmp_path: Path, store: mnemod.Store, 
 def test_gc_merges_without_chaining(tmp_path: Path, clock: FixedClock) -> None:
     strict = mnemod.open(tmp_path / "d", clock=clock, config={"dedup": {"threshold": 0.9}})
     a = strict.add("alpha", keywords=["w1", "w2", "w3", "a1", "a2"])
+    clock.advance(timedelta(minutes=1))
     b = strict.add("beta", keywords=["w1", "w2", "w3", "b1", "b2"])
+    clock.advance(timedelta(minutes=1))
     c = strict.add("gamma", keywords=["w1", "w2", "w3", "a1", "b1"])
     strict.close()
-    # The operator lowers the threshold: a~c (4/6) and b~c (4/6) pass, a~b (3/7) does not.
+    # The operator lowers the threshold: a~c (4/6) and b~c (4/6) pass, a~b (3/7) does not;
+    # c joins the oldest, a, and b stays on its own.
     store = mnemod.open(tmp_path / "d", clock=clock, config={"dedup": {"threshold": 0.5}})
     report = store.gc()
     assert report.merged == 1

@@ -58,6 +58,7 @@ class RedisConfig:
     prefix: str = "mnemod"
     socket_timeout: timedelta = timedelta(seconds=5)
     redis_server: str = "redis-server"
+    socket_perm: int = 0o700  # embedded socket; 0o770 lets the daemon's group (agents) in
 
 
 @dataclass(frozen=True)
@@ -274,7 +275,7 @@ def _to_int(value: Any) -> int:
         return value
     if isinstance(value, str):
         try:
-            return int(value.strip())
+            return int(value.strip(), 0)  # 0o770 and 0x10 as well as 42
         except ValueError:
             pass
     raise ValueError(f"expected an integer, got {value!r}")

@@ -32,6 +32,8 @@ class Context:
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> Context:
         overrides: dict[str, dict[str, Any]] = {"redis": {"url": args.redis_url}}
+        if getattr(args, "metrics_port", None) is not None:
+            overrides["metrics"] = {"port": args.metrics_port}
         config = load_config(args.config, overrides=overrides)
         data_dir = Path(args.data_dir) if args.data_dir else default_data_dir()
         return cls(

@@ -46,7 +46,9 @@ class GcReport:
         }
 
 
-def plan_gc(entries: list[Entry], config: Config, now: datetime, expire_only: bool = False) -> GcPlan:
+def plan_gc(
+    entries: list[Entry], config: Config, now: datetime, expire_only: bool = False
+) -> GcPlan:
     """`expire_only` is the frequent, cheap sweep; the full run also merges and promotes."""
     plan = GcPlan()
     live: list[Entry] = []

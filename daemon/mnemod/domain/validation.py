@@ -10,13 +10,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import re2  # google-re2: linear-time matching, so a hostile trigger cannot hang the daemon
+
 from mnemod.clock import parse_time
 from mnemod.config import Config
 from mnemod.domain.model import TIERS
 from mnemod.errors import InvalidInputError
 from mnemod.ids import is_valid_id
-
-import re2  # google-re2: linear-time matching, so a hostile trigger cannot hang the daemon
 
 _TRIGGER_MEMORY = 1 << 20  # bytes of RE2 program per pattern: bounds a pathological one
 
@@ -111,7 +111,7 @@ def compile_trigger(pattern: str, where: str = "") -> Any:
     options.max_mem = _TRIGGER_MEMORY
     try:
         return re2.compile(pattern, options)
-    except Exception as exc:  # noqa: BLE001 - re2 raises its own error type
+    except Exception as exc:
         raise InvalidInputError(
             "triggers", f"{pattern!r} is not a supported regex ({exc})", where
         ) from exc

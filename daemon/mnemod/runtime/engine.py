@@ -24,7 +24,7 @@ from mnemod.domain.gc import GcReport, plan_gc
 from mnemod.domain.keywords import extract_keywords, jaccard, normalize_keywords
 from mnemod.domain.merge import merge_into
 from mnemod.domain.model import Entry
-from mnemod.domain.resolve import Candidate, ResolveResult, Resolver, candidate_from_entry
+from mnemod.domain.resolve import Candidate, Resolver, ResolveResult, candidate_from_entry
 from mnemod.domain.validation import NewEntry, check_new_entry, check_update
 from mnemod.errors import CorruptFileError, InvalidInputError, MnemodError, NotFoundError
 from mnemod.files.journal import Journal
@@ -460,7 +460,9 @@ class Engine:
         limit = budget if budget is not None else self.config.resolve.default_budget
         if limit < 1:
             raise InvalidInputError("budget", "must be at least 1 token")
-        seen = seen_once if seen_once is not None else (self.sessions[session] if session else set())
+        seen = (
+            seen_once if seen_once is not None else (self.sessions[session] if session else set())
+        )
         result = self.resolver.resolve(prompt, limit, now, seen_once=seen, trace=trace)
         if session and seen_once is None:
             self.sessions[session].update(result.once_ids)

@@ -1,0 +1,69 @@
+"""`mnemod run`: the daemon in the foreground, with signal handlers that only set flags.
+
+SIGTERM/SIGINT: drain and exit 0 (a second one forces an immediate exit, and so does the
+drain deadline passing); SIGHUP: reload the config file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+from types import FrameType
+from typing import Any
+
+import structlog
+
+from mnemod.cli.context import Context
+from mnemod.runtime.daemon import Daemon, DaemonOptions
+
+log = structlog.get_logger("mnemod.cli")
+
+
+def register(sub: Any, common: argparse.ArgumentParser) -> None:
+    run = sub.add_parser("run", parents=[common], help="run the daemon (foreground)")
+    run.add_argument("--metrics-port", type=int, help="serve Prometheus /metrics on this port")
+    run.set_defaults(handler=cmd_run)
+
+
+def cmd_run(ctx: Context) -> int:
+    daemon = Daemon(
+        ctx.config,
+        DaemonOptions(ctx.data_dir, ctx.namespace, ctx.l1_dir, ctx.args.config),
+        ctx.clock,
+    )
+    deadline = ctx.config.daemon.drain_deadline.total_seconds()
+    signals_seen = 0
+
+    def on_stop(signum: int, _frame: FrameType | None) -> None:
+        nonlocal signals_seen
+        signals_seen += 1
+        if signals_seen > 1:
+            os.write(2, b"mnemod: second signal, exiting now (unacknowledged events stay queued)\n")
+            os._exit(1)
+        daemon.request_stop()
+        timer = threading.Timer(deadline, _deadline_passed, args=(deadline,))
+        timer.daemon = True
+        timer.start()
+
+    def on_reload(_signum: int, _frame: FrameType | None) -> None:
+        daemon.request_reload()
+
+    previous = {
+        signal.SIGTERM: signal.signal(signal.SIGTERM, on_stop),
+        signal.SIGINT: signal.signal(signal.SIGINT, on_stop),
+        signal.SIGHUP: signal.signal(signal.SIGHUP, on_reload),
+    }
+    try:
+        return daemon.run()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _deadline_passed(seconds: float) -> None:
+    sys.stderr.write(f"mnemod: drain took longer than {seconds:g} s, exiting now\n")
+    sys.stderr.flush()
+    os._exit(1)

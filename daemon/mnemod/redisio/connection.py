@@ -1,0 +1,122 @@
+"""Connecting to Redis, checking it is new enough, and backing off while it is away.
+
+One sync redis-py client per component (the stack is thread-based). URLs may carry an ACL
+user and password; they only ever reach logs and error messages through `redact_url`.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from mnemod.config import redact_url
+from mnemod.errors import InvalidInputError, RedisUnavailableError
+
+MIN_VERSION = (6, 2, 0)
+"""XAUTOCLAIM (reclaiming events a dead daemon had read) arrived in Redis 6.2."""
+
+SCHEMES = ("redis://", "rediss://", "unix://")
+
+
+def connect(url: str, socket_timeout: float | timedelta = 5.0, retries: int = 0) -> redis.Redis:
+    """A client for `url` (redis://, rediss://, unix://, with `user:password@`), decoding
+    responses to str. redis-py connects lazily: the first command reports an outage.
+
+    redis-py's own retries are off by default (`retries=0`): a command is never silently
+    re-sent (an XADD could land twice) and an outage surfaces at once, to be waited out with
+    `Backoff` by the caller, who knows what is safe to repeat."""
+    if not url.startswith(SCHEMES):
+        raise InvalidInputError(
+            "redis.url", f"must start with redis://, rediss:// or unix://, got {redact_url(url)!r}"
+        )
+    seconds = (
+        socket_timeout.total_seconds() if isinstance(socket_timeout, timedelta) else socket_timeout
+    )
+    try:
+        return redis.Redis.from_url(
+            url,
+            decode_responses=True,
+            socket_timeout=seconds,
+            socket_connect_timeout=seconds,
+            health_check_interval=30,
+            retry=Retry(NoBackoff(), retries),
+        )
+    except ValueError as exc:
+        # redis-py's message may quote the URL: rebuild it without the password.
+        raise InvalidInputError("redis.url", f"cannot use {redact_url(url)!r}") from exc
+
+
+def check_version(client: redis.Redis, url: str = "") -> tuple[int, int, int]:
+    """The server's version; RedisUnavailableError when unreachable or older than 6.2."""
+    where = redact_url(url) if url else "Redis"
+    try:
+        info = client.info("server")
+    except redis.AuthenticationError as exc:
+        raise RedisUnavailableError(
+            f"{where}: authentication failed (check user and password)"
+        ) from exc
+    except redis.RedisError as exc:
+        raise RedisUnavailableError(f"{where}: unreachable ({type(exc).__name__})") from exc
+    version = parse_version(str(info.get("redis_version", "")))
+    if version < MIN_VERSION:
+        shown = ".".join(map(str, version))
+        raise RedisUnavailableError(f"{where}: Redis {shown} is too old, mnemod needs 6.2 or newer")
+    return version
+
+
+def parse_version(text: str) -> tuple[int, int, int]:
+    """`7.0.15` → (7, 0, 15); leading digits of each part, missing parts count as 0."""
+    parts: list[int] = []
+    for piece in text.split(".")[:3]:
+        digits = re.match(r"\d*", piece)
+        parts.append(int(digits.group()) if digits and digits.group() else 0)
+    while len(parts) < 3:
+        parts.append(0)
+    return (parts[0], parts[1], parts[2])
+
+
+@dataclass
+class Backoff:
+    """Exponential backoff with jitter, capped: how the daemon waits out a Redis outage.
+
+    Delay n (from 0) is `min(cap, base * factor**n)`, less up to `jitter` of itself at random,
+    so several daemons do not reconnect in lockstep. `sleep` is injectable: tests pass a fake,
+    the daemon passes `stop_event.wait` so a shutdown interrupts the wait.
+    """
+
+    base: float = 0.1
+    cap: float = 30.0
+    factor: float = 2.0
+    jitter: float = 0.5
+    sleep: Callable[[float], object] = time.sleep
+    rand: Callable[[], float] = field(default=random.random)
+    attempts: int = 0
+
+    def __post_init__(self) -> None:
+        if self.base <= 0 or self.cap < self.base or self.factor < 1 or not 0 <= self.jitter <= 1:
+            raise ValueError("Backoff needs 0 < base ≤ cap, factor ≥ 1 and 0 ≤ jitter ≤ 1")
+
+    def next_delay(self) -> float:
+        """The next delay in seconds; counts an attempt."""
+        exponent = min(self.attempts, 64)  # beyond this the cap always wins; avoid overflow
+        ceiling = min(self.cap, self.base * self.factor**exponent)
+        self.attempts += 1
+        return ceiling * (1.0 - self.jitter * self.rand())
+
+    def wait(self) -> float:
+        """Sleep for the next delay and return it."""
+        delay = self.next_delay()
+        self.sleep(delay)
+        return delay
+
+    def reset(self) -> None:
+        """Call after a success: the next outage starts from `base` again."""
+        self.attempts = 0

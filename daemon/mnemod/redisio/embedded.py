@@ -1,0 +1,332 @@
+"""The embedded default: a private redis-server on a unix socket inside the data folder.
+
+With no `redis.url`, `mnemod run` owns a redis-server that listens on no TCP port, only on a
+unix socket (mode 0700 unless told otherwise), with append-only persistence so events agents
+queued survive a restart of the daemon or of Redis. If the daemon died and left its
+redis-server running, the next start reuses it (the queued events are in it); a stale
+pidfile or socket is cleaned up so orphans never pile up. The test suite runs on this same
+code, so the embedded default is exercised on every test run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import TracebackType
+
+import redis
+import structlog
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from mnemod.errors import RedisUnavailableError
+from mnemod.files.atomic import atomic_write_text
+
+log = structlog.get_logger("mnemod.redis")
+
+MAX_SOCKET_PATH = 103
+"""sun_path holds 108 bytes on Linux and 104 on macOS, both with a trailing NUL."""
+
+INSTALL_HINT = (
+    "install redis-server (Debian/Ubuntu/Raspberry Pi OS: apt-get install redis-server; "
+    "macOS: brew install redis), or set redis.url to use an existing Redis"
+)
+
+
+class EmbeddedRedis:
+    """A redis-server owned by this process (or adopted after the previous owner died)."""
+
+    def __init__(
+        self,
+        folder: Path,
+        binary: str = "redis-server",
+        *,
+        socket_perm: int = 0o700,
+        start_timeout: float = 30.0,
+        stop_timeout: float = 10.0,
+    ) -> None:
+        self.folder = Path(folder).absolute()
+        self.binary = binary
+        self.socket_perm = socket_perm
+        self.start_timeout = start_timeout
+        self.stop_timeout = stop_timeout
+        self.pidfile = self.folder / "redis.pid"
+        self.conffile = self.folder / "redis.conf"
+        self.logfile = self.folder / "redis.log"
+        self.socket_path = socket_path_for(self.folder)
+        self.pid: int | None = None
+        self.reused = False
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"unix://{self.socket_path}"
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def start(self) -> str:
+        """Start (or adopt) the server and return its `unix://` URL once it answers PING."""
+        executable = self._find_binary()
+        self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if self.socket_path.parent != self.folder:
+            log.info("redis.embedded.socket_fallback", folder_len=len(str(self.folder)),
+                     socket=str(self.socket_path))
+        with self._start_lock():
+            running = self._running_pid()
+            if running is not None:
+                self.pid = running
+                self.reused = True
+                self._wait_ready(None)
+                log.info("redis.embedded.reused", pid=running, socket=str(self.socket_path))
+                return self.url
+            self._clean_stale()
+            self._write_config()
+            self._spawn(executable)
+        return self.url
+
+    def stop(self) -> None:
+        """SHUTDOWN (the AOF is flushed), wait for the process, kill it if it hangs."""
+        pid = self.pid
+        if pid is None:
+            return
+        try:
+            with self._client(timeout=2.0) as client:
+                client.shutdown()
+        except redis.RedisError as exc:
+            log.warning("redis.embedded.shutdown_failed", pid=pid, error=type(exc).__name__)
+        if not self._wait_exit(pid, self.stop_timeout):
+            log.warning("redis.embedded.killed", pid=pid, reason="did not shut down in time")
+            _signal(pid, signal.SIGKILL)
+            self._wait_exit(pid, self.stop_timeout)
+        self._remove_leftovers()
+        self.pid = None
+        self._process = None
+        log.info("redis.embedded.stopped", pid=pid)
+
+    def __enter__(self) -> EmbeddedRedis:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # -- start helpers -------------------------------------------------------------------
+    def _find_binary(self) -> str:
+        found = shutil.which(self.binary)
+        if found is None:
+            raise RedisUnavailableError(
+                f"redis-server binary {self.binary!r} not found: {INSTALL_HINT}"
+            )
+        return found
+
+    @contextlib.contextmanager
+    def _start_lock(self) -> Iterator[None]:
+        """Two daemons starting on one data folder must not start two servers on one AOF."""
+        fd = os.open(self.folder / "redis.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def _running_pid(self) -> int | None:
+        """The pid of a live server of this folder that answers on our socket, if any."""
+        try:
+            with self._client(timeout=2.0) as client:
+                info = client.info("server")
+                folder = client.config_get("dir").get("dir", "")
+        except redis.BusyLoadingError:
+            return self._pidfile_pid()  # alive and loading its AOF: adopt it
+        except (redis.RedisError, OSError):
+            return None
+        if Path(str(folder)).resolve() != self.folder.resolve():
+            return None  # some other server took the socket name: not ours to adopt
+        return int(info["process_id"])
+
+    def _pidfile_pid(self) -> int | None:
+        try:
+            return int(self.pidfile.read_text().strip())
+        except (OSError, ValueError):
+            return None
+
+    def _clean_stale(self) -> None:
+        """A pidfile naming a live redis-server that does not answer: stop it; then remove
+        the stale pidfile and socket so the fresh server starts clean."""
+        pid = self._pidfile_pid()
+        if pid is not None and _is_redis_process(pid, Path(self.binary).name):
+            log.warning("redis.embedded.stale_killed", pid=pid)
+            _signal(pid, signal.SIGTERM)
+            if not self._wait_exit(pid, self.stop_timeout):
+                _signal(pid, signal.SIGKILL)
+                self._wait_exit(pid, self.stop_timeout)
+        if pid is not None or self.socket_path.exists():
+            log.info("redis.embedded.stale_cleaned", pid=pid)
+        self._remove_leftovers()
+
+    def _remove_leftovers(self) -> None:
+        for leftover in (self.pidfile, self.socket_path):
+            with contextlib.suppress(FileNotFoundError):
+                leftover.unlink()
+
+    def _write_config(self) -> None:
+        lines = [
+            "# Written by mnemod at every start of its embedded redis-server; edits are lost.",
+            "port 0",
+            f"unixsocket {self.socket_path}",
+            f"unixsocketperm {self.socket_perm:o}",
+            "daemonize no",
+            f"pidfile {self.pidfile}",
+            f"dir {self.folder}",
+            f"logfile {self.logfile}",
+            "appendonly yes",
+            "appendfsync everysec",
+            'save ""',
+        ]
+        atomic_write_text(self.conffile, "\n".join(lines) + "\n")
+
+    def _spawn(self, executable: str) -> None:
+        with self.logfile.open("ab") as output:
+            # A new session: Ctrl-C on the daemon's terminal must not stop Redis before the
+            # daemon has drained; the daemon stops it last, in order.
+            self._process = subprocess.Popen(
+                [executable, str(self.conffile)],
+                stdin=subprocess.DEVNULL,
+                stdout=output,
+                stderr=output,
+                start_new_session=True,
+            )
+        self.pid = self._process.pid
+        self.reused = False
+        self._wait_ready(self._process)
+        log.info("redis.embedded.started", pid=self.pid, socket=str(self.socket_path))
+
+    def _wait_ready(self, process: subprocess.Popen[bytes] | None) -> None:
+        deadline = time.monotonic() + self.start_timeout
+        while True:
+            if process is not None and process.poll() is not None:
+                raise RedisUnavailableError(
+                    f"embedded redis-server exited with code {process.returncode} at start; "
+                    f"see {self.logfile}: {_tail(self.logfile)}"
+                )
+            try:
+                with self._client(timeout=1.0) as client:
+                    if client.ping():
+                        return
+            except (redis.RedisError, OSError):
+                pass
+            if time.monotonic() > deadline:
+                raise RedisUnavailableError(
+                    f"embedded redis-server on {self.socket_path} did not answer within "
+                    f"{self.start_timeout:g} s; see {self.logfile}"
+                )
+            time.sleep(0.02)
+
+    # -- shared helpers ------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _client(self, timeout: float) -> Iterator[redis.Redis]:
+        client = redis.Redis(
+            unix_socket_path=str(self.socket_path),
+            socket_timeout=timeout,
+            socket_connect_timeout=timeout,
+            decode_responses=True,
+            retry=Retry(NoBackoff(), 0),  # probes: one try, the caller decides what failure means
+        )
+        try:
+            yield client
+        finally:
+            client.close()
+
+    def _wait_exit(self, pid: int, timeout: float) -> bool:
+        if self._process is not None and self._process.pid == pid:
+            try:
+                self._process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                return False
+            return True
+        return _poll(lambda: not _alive(pid), timeout)
+
+
+def socket_path_for(folder: Path) -> Path:
+    """`<folder>/redis.sock`, or a short per-folder path in the temp dir when that is too long."""
+    preferred = Path(folder).absolute() / "redis.sock"
+    if len(os.fsencode(preferred)) <= MAX_SOCKET_PATH:
+        return preferred
+    digest = hashlib.sha256(os.fsencode(Path(folder).absolute())).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"mnemod-{digest}.sock"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return False  # our own child, now reaped
+    except ChildProcessError:
+        pass  # not our child: its parent (or init) reaps it
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return not _is_zombie(pid)
+
+
+def _is_zombie(pid: int) -> bool:
+    """A dead process nobody reaped yet (a container's PID 1 may never reap it)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[:1] == ["Z"]
+
+
+def _signal(pid: int, signum: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signum)
+
+
+def _is_redis_process(pid: int, binary_name: str) -> bool:
+    """Is `pid` a redis-server? (Never signal a process that merely reused the pid.)"""
+    if not _alive(pid):
+        return False
+    cmdline = Path(f"/proc/{pid}/cmdline")
+    try:
+        command = cmdline.read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+    except OSError:
+        try:
+            command = subprocess.run(
+                ["ps", "-p", str(pid), "-o", "command="],
+                capture_output=True, text=True, timeout=5, check=False,
+            ).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+    return "redis-server" in command or binary_name in command
+
+
+def _poll(predicate: Callable[[], bool], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def _tail(path: Path, lines: int = 5) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return "(no log)"
+    return " | ".join(text.strip().splitlines()[-lines:])

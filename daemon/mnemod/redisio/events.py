@@ -1,0 +1,99 @@
+"""Agent events on `mnemod:{ns}:events`: parse and validate one stream entry.
+
+An event has field `op` (add, access, update, remove, promote; `gc` is accepted from the CLI)
+and field `data` (JSON). Anything else is rejected with an error naming the field, and the
+caller moves the event to the dead-letter stream with that error.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from mnemod.config import Config
+from mnemod.domain.validation import NewEntry, check_update, new_entry_from_json
+from mnemod.errors import InvalidInputError
+from mnemod.ids import is_valid_id
+
+OPS = ("add", "access", "update", "remove", "promote", "gc")
+MAX_FIELDS = 8
+
+
+@dataclass(frozen=True)
+class Event:
+    event_id: str
+    op: str
+    new: NewEntry | None = None  # add
+    target: str = ""  # access, update, remove, promote
+    fields: dict[str, Any] | None = None  # update
+    dry_run: bool = False  # gc
+    by: str = "agent"
+
+
+def parse_event(event_id: str, raw: dict[str, str], config: Config) -> Event:
+    """Validate one stream entry; raises InvalidInputError naming what is wrong."""
+    where = f"event {event_id}"
+    if len(raw) > MAX_FIELDS:
+        raise InvalidInputError("fields", f"{len(raw)} fields, at most {MAX_FIELDS}", where)
+    op = raw.get("op")
+    if op is None:
+        raise InvalidInputError("op", "missing", where)
+    if op not in OPS:
+        raise InvalidInputError("op", f"unknown op {op[:40]!r} (known: {', '.join(OPS)})", where)
+    text = raw.get("data", "{}" if op == "gc" else None)
+    if text is None:
+        raise InvalidInputError("data", "missing", where)
+    limit = config.limits.max_content_bytes * 2 + 16384
+    if len(text) > limit:
+        raise InvalidInputError("data", f"{len(text)} bytes, at most {limit}", where)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidInputError(
+            "data", f"not valid JSON ({exc.msg} at position {exc.pos})", where
+        ) from None
+    except RecursionError:
+        raise InvalidInputError("data", "nested too deeply", where) from None
+    if not isinstance(data, dict):
+        raise InvalidInputError("data", "must be a JSON object", where)
+    by = raw.get("by", "agent")
+    if by not in ("agent", "cli"):
+        by = "agent"
+    if op == "add":
+        return Event(event_id, op, new=new_entry_from_json(data, config, where), by=by)
+    if op == "gc":
+        dry_run = data.get("dry_run", False)
+        if not isinstance(dry_run, bool):
+            raise InvalidInputError("dry_run", "must be true or false", where)
+        return Event(event_id, op, dry_run=dry_run, by=by)
+    target = data.get("id")
+    if not isinstance(target, str) or not (is_valid_id(target) or target in _keys_allowed(data)):
+        raise InvalidInputError("id", "missing or not a valid id", where)
+    if op == "update":
+        fields = {k: v for k, v in data.items() if k != "id"}
+        if isinstance(fields.get("fields"), dict) and len(fields) == 1:
+            fields = fields["fields"]
+        return Event(event_id, op, target=target, fields=check_update(fields, config, where), by=by)
+    unknown = sorted(set(data) - {"id"})
+    if unknown:
+        raise InvalidInputError(unknown[0], "unknown field", where)
+    return Event(event_id, op, target=target, by=by)
+
+
+def _keys_allowed(data: dict[str, Any]) -> tuple[str, ...]:
+    """An id field may also name an entry by its `key` (one line, bounded)."""
+    target = data.get("id")
+    if isinstance(target, str) and 0 < len(target) <= 200 and "\n" not in target:
+        return (target,)
+    return ()
+
+
+def stream_id_key(event_id: str) -> tuple[int, int]:
+    """Stream ids compare as (milliseconds, sequence), not as strings."""
+    ms, _, seq = event_id.partition("-")
+    return (int(ms), int(seq or 0))
+
+
+def is_applied(event_id: str, last_applied: str | None) -> bool:
+    return last_applied is not None and stream_id_key(event_id) <= stream_id_key(last_applied)

@@ -1,0 +1,309 @@
+"""The hot layer in Redis (DESIGN §3): one hash per item plus its index entries.
+
+An item and its index entries (layer sorted set, `kw:<term>` sets, `key:<label>` string)
+change together in one MULTI/EXEC, so an agent never sees an item without its index
+entries, nor index entries pointing at a vanished item. Replacing an item reads its stored
+version first (under WATCH) and drops the keywords and key label it no longer has.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+import redis
+import structlog
+from redis.client import Pipeline
+
+from mnemod.clock import format_time
+from mnemod.domain.model import Entry
+from mnemod.errors import InvalidInputError
+from mnemod.redisio.keys import LAYER_SETS, Keys
+
+log = structlog.get_logger("mnemod.redis")
+
+LAYERS = tuple(LAYER_SETS)
+
+
+@dataclass(frozen=True)
+class HotItem:
+    """What Redis holds of one item. Times are ISO-8601 strings (or None).
+
+    `score` orders the layer's sorted set: the retention score for l3 (`hot`); for l1/l2 a
+    stable value chosen by the caller (file position, importance) so the order does not churn.
+    """
+
+    id: str
+    layer: str
+    type: str
+    key: str | None
+    content: str
+    importance: int = 3
+    tokens: int = 0
+    created_at: str | None = None
+    last_accessed_at: str | None = None
+    access_count: int = 0
+    expires_at: str | None = None
+    keywords: tuple[str, ...] = ()
+    score: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.layer not in LAYER_SETS:
+            raise InvalidInputError("layer", f"must be l1, l2 or l3, got {self.layer!r}")
+        object.__setattr__(self, "keywords", tuple(self.keywords))
+
+    @classmethod
+    def from_entry(cls, entry: Entry, layer: str, score: float = 0.0) -> HotItem:
+        return cls(
+            id=entry.id,
+            layer=layer,
+            type=entry.type,
+            key=entry.key,
+            content=entry.content,
+            importance=entry.importance,
+            tokens=entry.tokens,
+            created_at=format_time(entry.created_at),
+            last_accessed_at=format_time(entry.last_accessed_at),
+            access_count=entry.access_count,
+            expires_at=None if entry.expires_at is None else format_time(entry.expires_at),
+            keywords=tuple(entry.keywords),
+            score=score,
+        )
+
+    def to_hash(self) -> dict[str, str]:
+        """The hash fields; None is stored as "" (Redis has no null)."""
+        return {
+            "id": self.id,
+            "content": self.content,
+            "layer": self.layer,
+            "type": self.type,
+            "key": self.key or "",
+            "importance": str(self.importance),
+            "tokens": str(self.tokens),
+            "created_at": self.created_at or "",
+            "last_accessed_at": self.last_accessed_at or "",
+            "access_count": str(self.access_count),
+            "expires_at": self.expires_at or "",
+            "keywords": json.dumps(list(self.keywords), ensure_ascii=False),
+            "score": repr(float(self.score)),
+        }
+
+    @classmethod
+    def from_hash(cls, item_id: str, data: dict[str, str]) -> HotItem:
+        return cls(
+            id=item_id,
+            layer=data.get("layer", "l3"),
+            type=data.get("type", ""),
+            key=data.get("key") or None,
+            content=data.get("content", ""),
+            importance=int(data.get("importance") or 3),
+            tokens=int(data.get("tokens") or 0),
+            created_at=data.get("created_at") or None,
+            last_accessed_at=data.get("last_accessed_at") or None,
+            access_count=int(data.get("access_count") or 0),
+            expires_at=data.get("expires_at") or None,
+            keywords=tuple(_stored_keywords(data.get("keywords"))),
+            score=float(data.get("score") or 0.0),
+        )
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    written: int
+    removed: int
+    repaired: int
+
+
+class HotLayer:
+    """Writes and reads the hot layer of one namespace (only the namespace's writer writes)."""
+
+    def __init__(self, client: redis.Redis, keys: Keys, batch_size: int = 200) -> None:
+        self.client = client
+        self.keys = keys
+        self.batch_size = batch_size
+
+    # -- writes --------------------------------------------------------------------------
+    def put(self, item: HotItem) -> None:
+        """Add or replace one item with its index entries, in one transaction."""
+        self._apply([item], [])
+
+    def remove(self, item_id: str) -> bool:
+        """Remove an item and every index entry of it; False if it was not there."""
+        return self._apply([], [item_id]) > 0
+
+    def put_many(self, items: Iterable[HotItem]) -> int:
+        """Put items in batches; each batch is one transaction."""
+        unique = list({item.id: item for item in items}.values())
+        for start in range(0, len(unique), self.batch_size):
+            self._apply(unique[start : start + self.batch_size], [])
+        return len(unique)
+
+    def apply(self, puts: Iterable[HotItem], removals: Iterable[str]) -> int:
+        """Puts and removals of one writer batch, in as few transactions as `batch_size`
+        allows (one, for a typical batch); returns how many removed items existed."""
+        unique = list({item.id: item for item in puts}.values())
+        gone = [r for r in dict.fromkeys(removals) if r not in {i.id for i in unique}]
+        existed = 0
+        size = self.batch_size
+        for start in range(0, max(len(unique), len(gone)), size):
+            existed += self._apply(unique[start : start + size], gone[start : start + size])
+        return existed
+
+    def sync(self, items: Iterable[HotItem]) -> SyncResult:
+        """Full rebuild: Redis ends up holding exactly `items` and their index entries."""
+        desired = {item.id: item for item in items}
+        stale = sorted(self.all_ids() - desired.keys())
+        removed = 0
+        for start in range(0, len(stale), self.batch_size):
+            removed += self._apply([], stale[start : start + self.batch_size])
+        written = self.put_many(desired.values())
+        repaired = self._sweep_indexes(desired)
+        log.info("hot.synced", written=written, removed=removed, repaired=repaired)
+        return SyncResult(written=written, removed=removed, repaired=repaired)
+
+    def mark(self, value: str) -> None:
+        """Set the marker key: its later absence tells the daemon Redis lost its data."""
+        self.client.set(self.keys.marker, value)
+
+    # -- reads ---------------------------------------------------------------------------
+    def get(self, item_id: str) -> HotItem | None:
+        data = cast(dict[str, str], self.client.hgetall(self.keys.item(item_id)))
+        return HotItem.from_hash(item_id, data) if data else None
+
+    def ids(self, layer: str) -> list[str]:
+        """Ids of a layer's items, lowest score first."""
+        return cast(list[str], self.client.zrange(self.keys.layer(layer), 0, -1))
+
+    def id_for_key(self, label: str) -> str | None:
+        return cast("str | None", self.client.get(self.keys.key(label)))
+
+    def marker(self) -> str | None:
+        return cast("str | None", self.client.get(self.keys.marker))
+
+    def all_ids(self) -> set[str]:
+        """Every id with a hash or a layer-set entry (a full rebuild looks at both)."""
+        found = {self.keys.item_id(k) for k in self.client.scan_iter(self.keys.item_pattern, 500)}
+        for layer in LAYERS:
+            found.update(self.ids(layer))
+        return found
+
+    # -- internals -----------------------------------------------------------------------
+    def _apply(self, puts: Sequence[HotItem], removals: Sequence[str]) -> int:
+        """One MULTI/EXEC for a batch; returns how many removed items existed. The stored
+        versions are read under WATCH, so a concurrent change retries the batch."""
+        item_keys = [self.keys.item(i.id) for i in puts] + [self.keys.item(r) for r in removals]
+        if not item_keys:
+            return 0
+
+        def transaction(pipe: Pipeline) -> int:
+            reader = self.client.pipeline(transaction=False)
+            for name in item_keys:
+                reader.hmget(name, ["keywords", "key"])
+                reader.exists(name)
+            replies = reader.execute()
+            olds = cast(list[list[str | None]], replies[0::2])
+            present = cast(list[int], replies[1::2])
+            labels = sorted({old[1] for old in olds if old[1]})
+            owners: dict[str, str | None] = {}
+            if labels:
+                label_keys = [self.keys.key(label) for label in labels]
+                pipe.watch(*label_keys)  # type: ignore[no-untyped-call]  # redis-py: untyped
+                values = cast(list["str | None"], self.client.mget(label_keys))
+                owners = dict(zip(labels, values, strict=True))
+            pipe.multi()
+            for item, old in zip(puts, olds, strict=False):
+                self._queue_put(pipe, item, old, owners)
+            existed = 0
+            for item_id, old, there in zip(
+                removals, olds[len(puts) :], present[len(puts) :], strict=True
+            ):
+                existed += bool(there)
+                self._queue_remove(pipe, item_id, old, owners)
+            return existed
+
+        # redis-py types the callable as returning None; with value_from_callable it may not.
+        run = cast(Callable[..., int], self.client.transaction)
+        return run(transaction, *item_keys, value_from_callable=True)
+
+    def _queue_put(
+        self, pipe: Pipeline, item: HotItem, old: list[str | None], owners: dict[str, str | None]
+    ) -> None:
+        keys = self.keys
+        name = keys.item(item.id)
+        new_terms = {keys.kw(t) for t in item.keywords if t}
+        for term_key in {keys.kw(t) for t in _stored_keywords(old[0]) if t} - new_terms:
+            pipe.srem(term_key, item.id)
+        old_label = old[1]
+        if old_label and old_label != item.key and owners.get(old_label) == item.id:
+            pipe.delete(keys.key(old_label))
+        pipe.delete(name)
+        pipe.hset(name, mapping=cast(Any, item.to_hash()))
+        for layer in LAYERS:
+            if layer != item.layer:
+                pipe.zrem(keys.layer(layer), item.id)
+        pipe.zadd(keys.layer(item.layer), {item.id: float(item.score)})
+        for term_key in sorted(new_terms):
+            pipe.sadd(term_key, item.id)
+        if item.key:
+            pipe.set(keys.key(item.key), item.id)
+
+    def _queue_remove(
+        self, pipe: Pipeline, item_id: str, old: list[str | None], owners: dict[str, str | None]
+    ) -> None:
+        keys = self.keys
+        pipe.delete(keys.item(item_id))
+        for layer in LAYERS:
+            pipe.zrem(keys.layer(layer), item_id)
+        for term_key in sorted({keys.kw(t) for t in _stored_keywords(old[0]) if t}):
+            pipe.srem(term_key, item_id)
+        label = old[1]
+        if label and owners.get(label) == item_id:
+            pipe.delete(keys.key(label))
+
+    def _sweep_indexes(self, desired: dict[str, HotItem]) -> int:
+        """Drop index entries no desired item accounts for (left by a crash mid-rebuild or a
+        hand edit): kw sets holding foreign ids, key labels pointing elsewhere."""
+        keys = self.keys
+        expected_terms = {
+            item_id: {keys.kw(t) for t in item.keywords if t} for item_id, item in desired.items()
+        }
+        repaired = 0
+        kw_keys = list(self.client.scan_iter(keys.kw_pattern, 500))
+        for start in range(0, len(kw_keys), self.batch_size):
+            chunk = kw_keys[start : start + self.batch_size]
+            reader = self.client.pipeline(transaction=False)
+            for name in chunk:
+                reader.smembers(name)
+            writer = self.client.pipeline(transaction=True)
+            for name, members in zip(chunk, reader.execute(), strict=True):
+                extra = [m for m in members if name not in expected_terms.get(m, ())]
+                if extra:
+                    writer.srem(name, *extra)
+                    repaired += len(extra)
+            writer.execute()
+        label_keys = list(self.client.scan_iter(keys.key_pattern, 500))
+        head = len(keys.key(""))
+        for start in range(0, len(label_keys), self.batch_size):
+            chunk = label_keys[start : start + self.batch_size]
+            values = cast(list["str | None"], self.client.mget(chunk))
+            writer = self.client.pipeline(transaction=True)
+            for name, owner in zip(chunk, values, strict=True):
+                item = desired.get(owner or "")
+                if item is None or item.key != name[head:]:
+                    writer.delete(name)
+                    repaired += 1
+            writer.execute()
+        return repaired
+
+
+def _stored_keywords(raw: str | None) -> list[str]:
+    """Keywords of a stored hash (JSON list); anything unreadable counts as none."""
+    if not raw:
+        return []
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return []
+    return [t for t in value if isinstance(t, str)] if isinstance(value, list) else []

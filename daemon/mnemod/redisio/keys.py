@@ -1,0 +1,139 @@
+"""Every Redis key name mnemod uses, built in this one module (DESIGN §3).
+
+All keys of namespace `ns` start with `<prefix>:{ns}:`; the `{ns}` hash tag keeps one
+namespace in one Redis Cluster slot, so the hot layer's MULTI/EXEC and Lua scripts stay
+legal on a cluster. docs/redis-keys.md documents the same table; a test keeps them equal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mnemod.errors import InvalidInputError
+
+GROUP = "mnemod"
+"""Consumer group that reads the events and rpc streams."""
+
+MAX_TERM_CHARS = 64
+"""Longer keyword terms are cut to this many characters in `kw:<term>` key names, so a
+hostile keyword cannot make huge key names. Agents looking a term up cut it the same way."""
+
+LAYER_SETS = {"l1": "l1", "l2": "l2", "l3": "hot"}
+"""Which sorted set lists the ids of each layer's hot items."""
+
+_GLOB_SPECIAL = "\\*?[]"
+
+
+@dataclass(frozen=True)
+class Keys:
+    """Key names for one namespace: `Keys("mnemod", "default").item("01J…")`."""
+
+    prefix: str = "mnemod"
+    namespace: str = "default"
+
+    def __post_init__(self) -> None:
+        if not self.prefix or ":" in self.prefix:
+            raise InvalidInputError("redis.prefix", "must be non-empty without ':'")
+        if not self.namespace or any(c in self.namespace for c in "{}:"):
+            raise InvalidInputError("namespace", "must be non-empty without '{', '}' or ':'")
+
+    @property
+    def base(self) -> str:
+        """`mnemod:{ns}` — the start of every key of this namespace."""
+        return f"{self.prefix}:{{{self.namespace}}}"
+
+    # -- streams and channels agents talk through -------------------------------------
+    @property
+    def events(self) -> str:
+        return f"{self.base}:events"
+
+    @property
+    def dead(self) -> str:
+        return f"{self.base}:dead"
+
+    @property
+    def rpc(self) -> str:
+        return f"{self.base}:rpc"
+
+    @property
+    def changes(self) -> str:
+        return f"{self.base}:changes"
+
+    @property
+    def status(self) -> str:
+        return f"{self.base}:status"
+
+    # -- the hot layer -------------------------------------------------------------------
+    def item(self, item_id: str) -> str:
+        return f"{self.base}:m:{item_id}"
+
+    @property
+    def hot(self) -> str:
+        return f"{self.base}:hot"
+
+    @property
+    def l1(self) -> str:
+        return f"{self.base}:l1"
+
+    @property
+    def l2(self) -> str:
+        return f"{self.base}:l2"
+
+    def layer(self, layer: str) -> str:
+        """Sorted set of a layer's ids: l1 → `l1`, l2 → `l2`, l3 → `hot`."""
+        try:
+            return f"{self.base}:{LAYER_SETS[layer]}"
+        except KeyError:
+            raise InvalidInputError("layer", f"must be l1, l2 or l3, got {layer!r}") from None
+
+    def kw(self, term: str) -> str:
+        """Set of ids with keyword `term` (Unicode kept as-is; cut to MAX_TERM_CHARS)."""
+        return f"{self.base}:kw:{term[:MAX_TERM_CHARS]}"
+
+    def key(self, label: str) -> str:
+        """String holding the id of the item whose `key` is `label`."""
+        return f"{self.base}:key:{label}"
+
+    def reply(self, token: str) -> str:
+        """Suggested `reply_to` list for an rpc request (the agent picks a unique token)."""
+        return f"{self.base}:reply:{token}"
+
+    # -- daemon bookkeeping --------------------------------------------------------------
+    @property
+    def lease(self) -> str:
+        """Leader lease: one daemon per namespace applies events."""
+        return f"{self.base}:lease"
+
+    def sessions(self, session: str) -> str:
+        """Set of `once` item ids already injected in `session` (expires with the session)."""
+        return f"{self.base}:session:{session}"
+
+    @property
+    def marker(self) -> str:
+        """Written after a rebuild; its absence means Redis lost its data."""
+        return f"{self.base}:epoch"
+
+    # -- patterns for SCAN ---------------------------------------------------------------
+    @property
+    def item_pattern(self) -> str:
+        return f"{_glob_escape(self.base)}:m:*"
+
+    @property
+    def kw_pattern(self) -> str:
+        return f"{_glob_escape(self.base)}:kw:*"
+
+    @property
+    def key_pattern(self) -> str:
+        return f"{_glob_escape(self.base)}:key:*"
+
+    def item_id(self, item_key: str) -> str:
+        """Inverse of `item()`: the id inside a `m:<id>` key name."""
+        head = f"{self.base}:m:"
+        if not item_key.startswith(head):
+            raise InvalidInputError("key", f"not an item key of this namespace: {item_key!r}")
+        return item_key[len(head) :]
+
+
+def _glob_escape(text: str) -> str:
+    """Escape glob characters so a namespace is matched literally by SCAN MATCH."""
+    return "".join(f"\\{c}" if c in _GLOB_SPECIAL else c for c in text)

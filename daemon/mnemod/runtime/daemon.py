@@ -1,0 +1,297 @@
+"""`mnemod run`: the lifecycle around the writer.
+
+STOPPED → STARTING (Redis, lease, engine, hot layer, scheduler, watcher) → RUNNING (the tick
+loop) → STOPPING (stop reading, finish the batch, snapshot, XACK, release the lease) →
+STOPPED. Every resource goes on an ExitStack the moment it is acquired, so teardown runs in
+reverse order whatever fails. Signal handlers live in the CLI and only call `request_*`.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import socket
+import threading
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+import redis
+import structlog
+
+from mnemod.clock import Clock
+from mnemod.config import Config, load_config, redact_url
+from mnemod.errors import ConfigError, MnemodError
+from mnemod.redisio.connection import Backoff, check_version, connect
+from mnemod.redisio.embedded import EmbeddedRedis
+from mnemod.redisio.keys import Keys
+from mnemod.redisio.lease import Lease
+from mnemod.runtime.commands import Command, CommandQueue
+from mnemod.runtime.engine import Engine
+from mnemod.runtime.hot_sync import HotSync
+from mnemod.runtime.metrics import Metrics
+from mnemod.runtime.paths import NamespacePaths
+from mnemod.runtime.rpc_server import RpcServer
+from mnemod.runtime.scheduler import Scheduler
+from mnemod.runtime.sdnotify import Notifier, watchdog_interval
+from mnemod.runtime.status import StatusWriter
+from mnemod.runtime.watcher import Watcher
+from mnemod.runtime.writer import Writer
+
+log = structlog.get_logger("mnemod.daemon")
+REDIS_ERRORS = (redis.ConnectionError, redis.TimeoutError)
+
+
+class State(enum.Enum):
+    STOPPED = "stopped"
+    STARTING = "starting"
+    RUNNING = "running"
+    STOPPING = "stopping"
+
+
+class LeaseLost(MnemodError):
+    """Another daemon holds the namespace now: stop writing at once."""
+
+
+@dataclass(frozen=True)
+class DaemonOptions:
+    data_dir: Path
+    namespace: str
+    l1_dir: Path
+    config_path: str | None = None
+
+
+class Daemon:
+    def __init__(self, config: Config, options: DaemonOptions, clock: Clock) -> None:
+        self.config = config
+        self.options = options
+        self.clock = clock
+        self.state = State.STOPPED
+        self.stop_requested = threading.Event()
+        self.reload_requested = threading.Event()
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{os.urandom(3).hex()}"
+        self.commands = CommandQueue()
+        self.metrics = Metrics()
+        self.notifier = Notifier.from_environ()
+        self.url = ""
+
+    # ---- called from signal handlers: only set flags ----------------------------------
+    def request_stop(self) -> None:
+        self.stop_requested.set()
+
+    def request_reload(self) -> None:
+        self.reload_requested.set()
+
+    # ---- lifecycle -----------------------------------------------------------------------
+    def run(self) -> int:
+        self.state = State.STARTING
+        with ExitStack() as stack:
+            stack.callback(self._set_state, State.STOPPED)
+            self.url = self._redis_url(stack)
+            client = connect(self.url, self.config.redis.socket_timeout)
+            stack.callback(client.close)
+            self._wait_for_redis(client)
+            if self.stop_requested.is_set():
+                return 0
+            stack.callback(self.metrics.serve(self.config.metrics.host, self.config.metrics.port))
+            keys = Keys(self.config.redis.prefix, self.options.namespace)
+            lease = Lease(client, keys, self.owner, self.config.daemon.lease_ttl.total_seconds())
+            while not self.stop_requested.is_set():
+                if not self._wait_for_lease(lease):
+                    break
+                try:
+                    self._lead(client, keys, lease)
+                except LeaseLost:
+                    log.error(
+                        "lease.lost", namespace=self.options.namespace, action="stopped writing"
+                    )
+                    self.metrics.set_leader(self.options.namespace, False)
+                    continue
+                break
+        log.info("daemon.stopped", namespace=self.options.namespace)
+        return 0
+
+    def _set_state(self, state: State) -> None:
+        self.state = state
+
+    def _redis_url(self, stack: ExitStack) -> str:
+        if self.config.redis.url:
+            log.info("redis.external", url=redact_url(self.config.redis.url))
+            return self.config.redis.url
+        embedded = EmbeddedRedis(
+            self.options.data_dir / "redis",
+            self.config.redis.redis_server,
+            socket_perm=self.config.redis.socket_perm,
+        )
+        url = embedded.start()
+        stack.callback(embedded.stop)
+        log.info("redis.embedded", url=url, reused=embedded.reused)
+        print(f"mnemod: agents connect to {url}  (redis-cli -s {embedded.socket_path})", flush=True)  # noqa: T201
+        return url
+
+    def _wait_for_redis(self, client: redis.Redis) -> None:
+        backoff = Backoff(sleep=self.stop_requested.wait)
+        while not self.stop_requested.is_set():
+            try:
+                version = check_version(client, self.url)
+            except MnemodError as exc:
+                log.warning(
+                    "redis.unavailable", error=str(exc), retry_in=round(backoff.next_delay(), 2)
+                )
+                backoff.wait()
+                continue
+            log.info("redis.connected", version=".".join(map(str, version)))
+            return
+
+    def _wait_for_lease(self, lease: Lease) -> bool:
+        """Stand by until this daemon holds the namespace's lease (or a stop is asked)."""
+        announced = False
+        while not self.stop_requested.is_set():
+            try:
+                if lease.acquire():
+                    log.info("lease.acquired", namespace=self.options.namespace, owner=self.owner)
+                    return True
+            except REDIS_ERRORS as exc:
+                log.warning("redis.unavailable", error=type(exc).__name__)
+            if not announced:
+                log.info("lease.standby", namespace=self.options.namespace, holder=lease.holder())
+                self.notifier.ready("standby: another daemon leads this namespace")
+                announced = True
+            self.stop_requested.wait(lease.ttl / 3)
+        return False
+
+    def _lead(self, client: redis.Redis, keys: Keys, lease: Lease) -> None:
+        ns = self.options.namespace
+        with ExitStack() as stack:
+            stack.callback(self._release, lease)
+            engine = self._open_engine(lease)
+            stack.callback(engine.close)
+            hot = HotSync(client, keys, self.config, self.clock)
+            rpc = RpcServer(engine, client, keys, self.clock, self.metrics)
+            writer = Writer(
+                engine, client, keys, self.config, self.clock, hot, self.metrics, rpc.handle
+            )
+            writer.snapshot_interval = _interval_seconds(self.config.schedule.snapshot, 2.0)
+            status = StatusWriter(client, keys, self.owner, self.url, self.clock)
+            writer.ensure_groups()
+            hot.rebuild(engine)
+            scheduler = Scheduler(self.config.schedule, self.commands.post)
+            scheduler.start()
+            stack.callback(scheduler.shutdown)
+            watcher = Watcher(
+                self.options.l1_dir,
+                engine.paths.l2_dir,
+                self.config.daemon.watch_debounce.total_seconds(),
+                self.commands.post,
+            )
+            watcher.start()
+            stack.callback(watcher.stop)
+            self.metrics.set_leader(ns, True)
+            self.state = State.RUNNING
+            status.write(engine, writer, hot, scheduler, state=self.state.value)
+            self.notifier.ready(f"leading namespace {ns}")
+            log.info("daemon.running", namespace=ns, entries=len(engine.entries), pid=os.getpid())
+            self._loop(engine, writer, hot, lease, status, scheduler, client)
+            self.state = State.STOPPING
+            self.notifier.stopping("draining")
+            log.info("daemon.draining", namespace=ns)
+            writer.commit(force=True)
+            status.write(engine, writer, hot, scheduler, state=self.state.value)
+
+    def _open_engine(self, lease: Lease) -> Engine:
+        paths = NamespacePaths(self.options.data_dir, self.options.namespace)
+        return Engine(
+            paths,
+            self.config,
+            self.clock,
+            l1_dir=self.options.l1_dir,
+            actor="agent",
+            autosave=False,
+        )
+
+    def _release(self, lease: Lease) -> None:
+        try:
+            lease.release()
+        except REDIS_ERRORS:
+            log.warning("lease.release_failed")
+
+    def _loop(
+        self,
+        engine: Engine,
+        writer: Writer,
+        hot: HotSync,
+        lease: Lease,
+        status: StatusWriter,
+        scheduler: Scheduler,
+        client: redis.Redis,
+    ) -> None:
+        block_ms = int(self.config.daemon.block.total_seconds() * 1000)
+        renew_every = lease.ttl / 3
+        last_renew = time.monotonic()
+        ping_every = watchdog_interval()
+        last_ping = 0.0
+        backoff = Backoff(sleep=self.stop_requested.wait)
+        while not self.stop_requested.is_set():
+            try:
+                if time.monotonic() - last_renew >= renew_every:
+                    if not lease.renew():
+                        raise LeaseLost(
+                            f"lease of {self.options.namespace} is held by {lease.holder()}"
+                        )
+                    last_renew = time.monotonic()
+                if self.reload_requested.is_set():
+                    self.reload_requested.clear()
+                    self._reload(engine, writer)
+                for command in self.commands.drain():
+                    if command.kind == "heartbeat":
+                        if not hot.marker_present():
+                            log.warning("redis.data_lost", action="rebuilding the hot layer")
+                            writer.ensure_groups()
+                            writer.read_from = dict.fromkeys(writer.read_from, "0")
+                            hot.rebuild(engine)
+                        status.write(engine, writer, hot, scheduler, state=self.state.value)
+                        self.metrics.set_events_pending(
+                            self.options.namespace, writer.pending_count()
+                        )
+                        continue
+                    writer.run_command(command)
+                writer.step(block_ms)
+                writer.commit()
+                backoff.reset()
+            except REDIS_ERRORS as exc:
+                log.warning(
+                    "redis.unavailable",
+                    error=type(exc).__name__,
+                    retry_in=round(backoff.next_delay(), 2),
+                )
+                backoff.wait()
+                continue
+            if ping_every is not None and time.monotonic() - last_ping >= ping_every:
+                self.notifier.watchdog()
+                last_ping = time.monotonic()
+
+    def _reload(self, engine: Engine, writer: Writer) -> None:
+        """SIGHUP: read the config file again; keep the old one if the new one is bad."""
+        self.notifier.reloading("reloading config")
+        try:
+            fresh = load_config(self.options.config_path)
+        except ConfigError as exc:
+            log.error("config.reload_failed", error=str(exc), action="kept the running config")
+            self.notifier.ready("config reload failed")
+            return
+        if fresh.redis.url != self.config.redis.url:
+            log.warning("config.reload_partial", reason="redis.url changes need a restart")
+        self.config = fresh
+        engine.config = fresh
+        writer.config = fresh
+        log.info("config.reloaded", source=fresh.source)
+        self.notifier.ready("config reloaded")
+        self.commands.post(Command("reload_l1"))
+
+
+def _interval_seconds(spec: str, default: float) -> float:
+    from mnemod.config import parse_schedule
+
+    kind, value = parse_schedule(spec)
+    return value.total_seconds() if kind == "interval" else default

@@ -1,0 +1,140 @@
+"""Keeps Redis's hot layer in step with the engine.
+
+Every L1 and L2 item is hot; of L3, the entries with the highest retention score, at most
+`hot.max_entries`. Changes are applied per batch (a min-heap finds whom a newcomer evicts);
+a periodic refresh recomputes every score, since scores decay with time. An entry that
+leaves the hot set leaves Redis and stays in the files.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import redis
+import structlog
+
+from mnemod.clock import Clock, format_time
+from mnemod.config import Config
+from mnemod.domain.keywords import extract_keywords
+from mnemod.domain.model import Entry
+from mnemod.domain.retention import retention_score
+from mnemod.files.l1_files import L1Item
+from mnemod.redisio.hot_layer import HotItem, HotLayer
+from mnemod.redisio.keys import Keys
+from mnemod.runtime.engine import Engine
+
+log = structlog.get_logger("mnemod.hot")
+
+
+class HotSync:
+    def __init__(self, client: redis.Redis, keys: Keys, config: Config, clock: Clock) -> None:
+        self.client = client
+        self.keys = keys
+        self.config = config
+        self.clock = clock
+        self.layer = HotLayer(client, keys)
+        self.scores: dict[str, float] = {}  # L3 ids in Redis → their score
+        self._heap: list[tuple[float, str]] = []
+
+    # ---- whole-layer operations -------------------------------------------------------
+    def rebuild(self, engine: Engine) -> int:
+        """Make Redis hold exactly what it should (start-up, refresh, after data loss)."""
+        now = self.clock.now()
+        scored = sorted(
+            ((retention_score(engine.config.ttl, e, now), e) for e in engine.entries.values()),
+            key=lambda pair: (-pair[0], pair[1].id),
+        )[: self.max_entries(engine)]
+        self.scores = {e.id: score for score, e in scored}
+        self._heap = [(score, entry_id) for entry_id, score in self.scores.items()]
+        heapq.heapify(self._heap)
+        items = [HotItem.from_entry(e, "l3", score) for score, e in scored]
+        items += [
+            HotItem.from_entry(e, "l2", float(e.importance)) for e in engine.l2_entries.values()
+        ]
+        items += [self._l1_item(engine, item, n) for n, item in enumerate(engine.l1_items())]
+        self.layer.sync(items)
+        self.layer.mark(format_time(now))
+        log.info(
+            "hot.rebuilt", l1=len(engine.l1_items()), l2=len(engine.l2_entries), l3=len(scored)
+        )
+        return len(items)
+
+    def refresh(self, engine: Engine) -> int:
+        return self.rebuild(engine)
+
+    def sync_l1(self, engine: Engine) -> None:
+        """Put the L1 items in force; drop L1 ids that are no longer in any file."""
+        items = [self._l1_item(engine, item, n) for n, item in enumerate(engine.l1_items())]
+        wanted = {item.id for item in items}
+        self.layer.apply(items, sorted(set(self.layer.ids("l1")) - wanted))
+
+    def marker_present(self) -> bool:
+        return bool(self.client.exists(self.keys.marker))
+
+    def count(self) -> int:
+        return int(self.client.zcard(self.keys.hot))
+
+    def max_entries(self, engine: Engine) -> int:
+        return engine.config.hot.max_entries
+
+    # ---- per-batch changes -----------------------------------------------------------------
+    def apply_changes(self, engine: Engine, changes: dict[str, str]) -> None:
+        if not changes:
+            return
+        now = self.clock.now()
+        puts: list[HotItem] = []
+        removals: list[str] = []
+        for entry_id in changes:
+            entry = engine.entries.get(entry_id)
+            if entry is not None:
+                score = retention_score(engine.config.ttl, entry, now)
+                evicted = self._admit(entry_id, score, self.max_entries(engine))
+                if evicted is not False:
+                    puts.append(HotItem.from_entry(entry, "l3", score))
+                    if isinstance(evicted, str):
+                        removals.append(evicted)
+                continue
+            self._forget(entry_id)
+            promoted: Entry | None = engine.l2_entries.get(entry_id)
+            if promoted is not None:
+                puts.append(HotItem.from_entry(promoted, "l2", float(promoted.importance)))
+            else:
+                removals.append(entry_id)
+        self.layer.apply(puts, removals)
+
+    def _admit(self, entry_id: str, score: float, limit: int) -> str | bool:
+        """Admit an L3 entry to the hot set. Returns False if it stays out, True if admitted
+        without eviction, or the id it evicted."""
+        if entry_id in self.scores or len(self.scores) < limit:
+            self.scores[entry_id] = score
+            heapq.heappush(self._heap, (score, entry_id))
+            return True
+        while self._heap:
+            low, low_id = self._heap[0]
+            if self.scores.get(low_id) != low:
+                heapq.heappop(self._heap)  # stale heap entry
+                continue
+            if low >= score:
+                return False
+            heapq.heappop(self._heap)
+            del self.scores[low_id]
+            self.scores[entry_id] = score
+            heapq.heappush(self._heap, (score, entry_id))
+            return low_id
+        return False
+
+    def _forget(self, entry_id: str) -> None:
+        self.scores.pop(entry_id, None)
+
+    def _l1_item(self, engine: Engine, item: L1Item, position: int) -> HotItem:
+        return HotItem(
+            id=item.id,
+            layer="l1",
+            type="l1",
+            key=None,
+            content=item.content,
+            importance=item.importance,
+            tokens=engine.counter.count(item.content),
+            keywords=tuple(extract_keywords(item.content)),
+            score=float(position),
+        )

@@ -1,0 +1,72 @@
+"""Serving resolve requests from the rpc stream inside the writer (resolve records accesses,
+so it runs where the engine is owned). The `once` ledger of a session lives in Redis."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import cast
+
+import redis
+import structlog
+
+from mnemod.clock import Clock
+from mnemod.errors import InvalidInputError
+from mnemod.redisio.keys import Keys
+from mnemod.redisio.rpc import REPLY_TTL_SECONDS, parse_request, reply_target, result_payload
+from mnemod.runtime.engine import Engine
+from mnemod.runtime.metrics import Metrics
+
+log = structlog.get_logger("mnemod.rpc")
+SESSION_TTL_SECONDS = 24 * 3600
+
+
+class RpcServer:
+    def __init__(
+        self, engine: Engine, client: redis.Redis, keys: Keys, clock: Clock, metrics: Metrics
+    ) -> None:
+        self.engine = engine
+        self.client = client
+        self.keys = keys
+        self.clock = clock
+        self.metrics = metrics
+
+    def handle(self, request_id: str, raw: dict[str, str]) -> None:
+        started = time.perf_counter()
+        try:
+            request = parse_request(request_id, raw, self.keys.prefix)
+        except InvalidInputError as exc:
+            target = reply_target(raw, self.keys.prefix)
+            if target is None:
+                fields = {**raw, "error": str(exc), "event_id": request_id, "stream": "rpc"}
+                self.client.xadd(self.keys.dead, fields)  # type: ignore[arg-type]
+            else:
+                self._reply(target, {"ok": False, "id": request_id, "error": str(exc)})
+            log.warning("rpc.rejected", request_id=request_id, error=str(exc)[:300])
+            return
+        seen: set[str] = set()
+        if request.session:
+            seen = set(cast(set[str], self.client.smembers(self.keys.sessions(request.session))))
+        result = self.engine.resolve(
+            request.prompt, request.budget, seen_once=seen, trace=request.trace
+        )
+        if request.session and result.once_ids:
+            pipe = self.client.pipeline(transaction=True)
+            pipe.sadd(self.keys.sessions(request.session), *result.once_ids)
+            pipe.expire(self.keys.sessions(request.session), SESSION_TTL_SECONDS)
+            pipe.execute()
+        self._reply(request.reply_to, {"id": request_id, **result_payload(result, request.trace)})
+        seconds = time.perf_counter() - started
+        self.metrics.resolved(self.keys.namespace, seconds)
+        log.debug(
+            "rpc.resolved",
+            request_id=request_id,
+            items=len(result.items),
+            ms=round(seconds * 1000, 2),
+        )
+
+    def _reply(self, target: str, payload: dict[str, object]) -> None:
+        pipe = self.client.pipeline(transaction=True)
+        pipe.rpush(target, json.dumps(payload, ensure_ascii=False))
+        pipe.expire(target, REPLY_TTL_SECONDS)
+        pipe.execute()

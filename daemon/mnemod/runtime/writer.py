@@ -1,0 +1,283 @@
+"""The single writer of a namespace: reads agent events and RPC requests from Redis,
+applies them through the engine, keeps the hot layer in step, and acknowledges events only
+once the snapshot that holds their effect is durable.
+
+Exactly once: the snapshot records the last applied event id; after a crash the pending
+events are read again and those at or below that id are acknowledged without being applied.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import redis
+import structlog
+
+from mnemod.clock import Clock
+from mnemod.config import Config
+from mnemod.errors import InvalidInputError, NotFoundError
+from mnemod.redisio.events import Event, is_applied, parse_event
+from mnemod.redisio.keys import GROUP, Keys
+from mnemod.runtime.commands import Command
+from mnemod.runtime.engine import Engine
+from mnemod.runtime.hot_sync import HotSync
+from mnemod.runtime.metrics import Metrics
+
+log = structlog.get_logger("mnemod.writer")
+CONSUMER = "writer"  # one name for every leader, so a new leader inherits the pending list
+RpcHandler = Callable[[str, dict[str, str]], None]
+
+
+@dataclass
+class BatchResult:
+    applied: int = 0
+    skipped: int = 0
+    dead: int = 0
+    rpc: int = 0
+    ops: dict[str, int] = field(default_factory=dict)
+
+
+class Writer:
+    def __init__(
+        self,
+        engine: Engine,
+        client: redis.Redis,
+        keys: Keys,
+        config: Config,
+        clock: Clock,
+        hot: HotSync,
+        metrics: Metrics,
+        rpc_handler: RpcHandler | None = None,
+    ) -> None:
+        self.engine = engine
+        self.client = client
+        self.keys = keys
+        self.config = config
+        self.clock = clock
+        self.hot = hot
+        self.metrics = metrics
+        self.rpc_handler = rpc_handler
+        self.unacked: list[str] = []
+        self.unacked_rpc: list[str] = []
+        self.read_from = {keys.events: "0", keys.rpc: "0"}  # the backlog first, then new
+        self.last_commit = time.monotonic()
+        self.snapshot_interval = 2.0
+        self.job_results: dict[str, dict[str, Any]] = {}
+
+    # ---- set-up ----------------------------------------------------------------------
+    def ensure_groups(self) -> None:
+        """Create the consumer groups (from the stream's start: events written before the
+        first daemon ran are applied too)."""
+        for stream in (self.keys.events, self.keys.rpc):
+            try:
+                self.client.xgroup_create(stream, GROUP, id="0", mkstream=True)
+            except redis.ResponseError as exc:
+                if "BUSYGROUP" not in str(exc):
+                    raise
+
+    # ---- the loop body -----------------------------------------------------------------
+    def step(self, block_ms: int) -> BatchResult:
+        """Read one batch of events and requests, apply it, sync the hot layer."""
+        streams = dict(self.read_from)
+        backlog = any(v == "0" for v in streams.values())
+        try:
+            replies = self.client.xreadgroup(
+                GROUP,
+                CONSUMER,
+                streams,  # type: ignore[arg-type]
+                count=self.config.daemon.batch_size,
+                block=None if backlog else block_ms,
+            )
+        except redis.ResponseError as exc:
+            if "NOGROUP" not in str(exc):
+                raise
+            log.warning("events.group_missing", stream=self.keys.events)
+            self.ensure_groups()
+            return BatchResult()
+        result = BatchResult()
+        got: dict[str, int] = {}
+        batches = cast(list[tuple[str, list[tuple[str, dict[str, str]]]]], replies or [])
+        for stream, messages in batches:
+            got[stream] = len(messages)
+            for event_id, raw in messages:
+                if stream == self.keys.rpc:
+                    self._answer(event_id, raw or {})
+                    result.rpc += 1
+                else:
+                    self._apply_one(event_id, raw or {}, result)
+        for stream, start in streams.items():
+            if start == "0" and got.get(stream, 0) == 0:
+                self.read_from[stream] = ">"
+        if result.applied or result.dead or result.skipped or result.rpc:
+            self.publish(self.engine.drain_changes())
+            self._log_batch(result)
+        return result
+
+    def publish(self, changes: dict[str, str]) -> None:
+        """Bring the hot layer in step, then tell subscribers what changed."""
+        if not changes:
+            return
+        self.hot.apply_changes(self.engine, changes)
+        pipe = self.client.pipeline(transaction=False)
+        for entry_id, op in changes.items():
+            if op != "access":
+                pipe.publish(self.keys.changes, dumps({"op": op, "id": entry_id}))
+        pipe.execute()
+
+    def _apply_one(self, event_id: str, raw: dict[str, str], result: BatchResult) -> None:
+        self.unacked.append(event_id)
+        if is_applied(event_id, self.engine.last_event_id):
+            result.skipped += 1  # applied before a crash; its effect is in the snapshot
+            return
+        try:
+            event = parse_event(event_id, raw, self.config)
+            self.apply(event)
+        except (InvalidInputError, NotFoundError) as exc:
+            self.dead_letter(event_id, raw, str(exc))
+            result.dead += 1
+        else:
+            result.applied += 1
+            result.ops[event.op] = result.ops.get(event.op, 0) + 1
+        self.engine.mark_applied(event_id)
+
+    def apply(self, event: Event) -> None:
+        engine = self.engine
+        if event.op == "add" and event.new is not None:
+            engine.add(event.new, by=event.by)
+        elif event.op == "access":
+            engine.access(event.target)
+        elif event.op == "update" and event.fields is not None:
+            engine.update(event.target, event.fields, by=event.by)
+        elif event.op == "remove":
+            engine.remove(event.target, by=event.by)
+        elif event.op == "promote":
+            engine.promote(event.target, by=event.by)
+        elif event.op == "gc":
+            self.record_job("gc", engine.gc(dry_run=event.dry_run, by=event.by).as_dict())
+
+    def dead_letter(self, event_id: str, raw: dict[str, str], error: str) -> None:
+        fields: dict[Any, Any] = {**raw, "error": error, "event_id": event_id}
+        self.client.xadd(
+            self.keys.dead, fields, maxlen=self.config.daemon.stream_max_len, approximate=True
+        )
+        self.metrics.event_dead_lettered(self.keys.namespace)
+        log.warning(
+            "events.dead_lettered", event_id=event_id, op=raw.get("op", "")[:20], error=error[:300]
+        )
+
+    def _answer(self, request_id: str, raw: dict[str, str]) -> None:
+        if self.rpc_handler is None:
+            self.dead_letter(request_id, raw, "rpc: this daemon serves no requests")
+        else:
+            self.rpc_handler(request_id, raw)
+        self.unacked_rpc.append(request_id)
+
+    def _log_batch(self, result: BatchResult) -> None:
+        self.metrics.event_applied(self.keys.namespace, result.applied)
+        log.info(
+            "events.batch",
+            applied=result.applied,
+            skipped=result.skipped,
+            dead=result.dead,
+            rpc=result.rpc,
+            ops=result.ops,
+            last_event_id=self.engine.last_event_id,
+        )
+
+    # ---- durability ----------------------------------------------------------------------
+    def commit(self, force: bool = False) -> bool:
+        """Snapshot if due, then XACK everything the snapshot covers."""
+        due = force or time.monotonic() - self.last_commit >= self.snapshot_interval
+        if not due and len(self.unacked) < self.config.daemon.batch_size * 5:
+            return False
+        started = time.perf_counter()
+        wrote = self.engine.save()
+        if wrote:
+            seconds = time.perf_counter() - started
+            self.metrics.snapshot_written(self.keys.namespace, seconds)
+            log.info(
+                "snapshot.written",
+                entries=len(self.engine.entries),
+                last_event_id=self.engine.last_event_id,
+                duration_ms=round(seconds * 1000, 1),
+            )
+            self.record_job("snapshot", {"entries": len(self.engine.entries)})
+        self._ack()
+        self.last_commit = time.monotonic()
+        return wrote
+
+    def _ack(self) -> None:
+        pipe = self.client.pipeline(transaction=False)
+        for stream, ids in ((self.keys.events, self.unacked), (self.keys.rpc, self.unacked_rpc)):
+            for start in range(0, len(ids), 1000):
+                pipe.xack(stream, GROUP, *ids[start : start + 1000])
+        pipe.execute()
+        self.unacked = []
+        self.unacked_rpc = []
+
+    # ---- commands from the scheduler and the watcher -------------------------------------
+    def run_command(self, command: Command) -> None:
+        engine = self.engine
+        if command.kind == "snapshot":
+            self.commit(force=True)
+            return
+        if command.kind in ("gc", "expiry"):
+            report = engine.gc(by="gc", expire_only=command.kind == "expiry")
+            self.record_job(command.kind, report.as_dict(summary=True))
+            self.metrics.gc_finished(
+                self.keys.namespace,
+                expired=report.expired,
+                merged=report.merged,
+                promoted=report.promoted,
+            )
+        elif command.kind == "hot_refresh":
+            count = self.hot.refresh(self.engine)
+            self.record_job("hot_refresh", {"hot": count})
+        elif command.kind == "trim":
+            self.record_job("trim", self.trim())
+        elif command.kind == "reload_l1":
+            problems = engine.reload_l1(command.path)
+            self.record_job("reload_l1", {"problems": len(problems)})
+            self.hot.sync_l1(engine)
+        elif command.kind == "reload_l2":
+            if command.path is not None and engine.l2.is_own_write(command.path):
+                return  # our own promotion wrote it: nothing to reload
+            engine.reload_l2()
+            self.record_job("reload_l2", {"l2": len(engine.l2_entries)})
+        self.publish(engine.drain_changes())
+        self.commit(force=True)
+
+    def record_job(self, name: str, result: dict[str, Any]) -> None:
+        self.job_results[name] = {"at": self.clock.now().isoformat(), "ok": True, **result}
+
+    def trim(self) -> dict[str, Any]:
+        """Trim events that are acknowledged (below the oldest pending one, at most up to the
+        last applied id); requests are acknowledged as soon as they are answered."""
+        trimmed = 0
+        for stream, floor in ((self.keys.events, self.engine.last_event_id), (self.keys.rpc, None)):
+            summary = self.client.xpending(stream, GROUP)
+            oldest = summary.get("min") if summary and summary.get("pending") else None
+            minid = oldest or floor
+            if stream == self.keys.rpc and oldest is None:
+                info = self.client.xinfo_stream(stream)
+                minid = info.get("last-generated-id")
+            if minid:
+                trimmed += int(self.client.xtrim(stream, minid=minid, approximate=False))
+        trimmed += int(
+            self.client.xtrim(
+                self.keys.dead, maxlen=self.config.daemon.stream_max_len, approximate=True
+            )
+        )
+        return {"trimmed": trimmed}
+
+    def pending_count(self) -> int:
+        summary = self.client.xpending(self.keys.events, GROUP)
+        return int(summary.get("pending", 0)) if summary else 0
+
+
+def dumps(data: Any) -> str:
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))

@@ -1,0 +1,91 @@
+"""Connecting, version check, ACL URLs without leaking the password, and backoff."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+
+from mnemod.errors import InvalidInputError, RedisUnavailableError
+from mnemod.redisio.connection import Backoff, check_version, connect, parse_version
+
+
+def test_connect_unix_url(redis_server: str) -> None:
+    client = connect(redis_server)
+    assert client.ping()
+    assert client.set("mnemod:{ns}:probe", "é") and client.get("mnemod:{ns}:probe") == "é"
+    assert check_version(client) >= (6, 2, 0)
+    client.close()
+
+
+def test_acl_user_and_password_in_url(redis_client: redis.Redis, redis_server: str) -> None:
+    redis_client.acl_setuser("agent", enabled=True, passwords=["+s3cret"], keys=["*"],
+                             commands=["+@all"])
+    try:
+        path = redis_server.removeprefix("unix://")
+        good = connect(f"unix://agent:s3cret@{path}")
+        assert good.acl_whoami() == "agent"
+        good.close()
+        bad_url = f"unix://agent:wrong@{path}"
+        with pytest.raises(RedisUnavailableError) as caught:
+            check_version(connect(bad_url), bad_url)
+        assert "wrong" not in str(caught.value)
+        assert "authentication failed" in str(caught.value)
+    finally:
+        redis_client.acl_deluser("agent")
+
+
+def test_unreachable_server_is_reported_without_password(tmp_path: object) -> None:
+    url = "unix://user:hunter2@/nonexistent/redis.sock"
+    with pytest.raises(RedisUnavailableError) as caught:
+        check_version(connect(url, socket_timeout=0.5), url)
+    assert "hunter2" not in str(caught.value)
+    assert "unreachable" in str(caught.value)
+
+
+@pytest.mark.parametrize("url", ["http://host", "localhost:6379", ""])
+def test_bad_scheme(url: str) -> None:
+    with pytest.raises(InvalidInputError):
+        connect(url)
+
+
+def test_tcp_and_tls_urls_parse() -> None:
+    client = connect("redis://u:p@example.invalid:6380/2")
+    kwargs = client.connection_pool.connection_kwargs
+    assert (kwargs["host"], kwargs["port"], kwargs["db"]) == ("example.invalid", 6380, 2)
+    assert (kwargs["username"], kwargs["password"]) == ("u", "p")
+    tls = connect("rediss://example.invalid:6380")
+    assert tls.connection_pool.connection_class.__name__ == "SSLConnection"
+
+
+def test_parse_version() -> None:
+    assert parse_version("7.0.15") == (7, 0, 15)
+    assert parse_version("6.2") == (6, 2, 0)
+    assert parse_version("255.255.255") == (255, 255, 255)
+    assert parse_version("") == (0, 0, 0)
+    assert parse_version("7.2.4-rc1") == (7, 2, 4)
+
+
+def test_backoff_grows_caps_and_resets() -> None:
+    slept: list[float] = []
+    backoff = Backoff(base=0.1, cap=1.0, factor=2.0, jitter=0.0, sleep=slept.append)
+    delays = [backoff.wait() for _ in range(6)]
+    assert delays == pytest.approx([0.1, 0.2, 0.4, 0.8, 1.0, 1.0])
+    assert slept == delays
+    backoff.reset()
+    assert backoff.next_delay() == pytest.approx(0.1)
+
+
+def test_backoff_jitter_stays_in_range() -> None:
+    backoff = Backoff(base=1.0, cap=8.0, jitter=0.5, rand=lambda: 1.0, sleep=lambda _: None)
+    assert backoff.next_delay() == pytest.approx(0.5)
+    low = Backoff(base=1.0, cap=8.0, jitter=0.5, rand=lambda: 0.0, sleep=lambda _: None)
+    assert low.next_delay() == pytest.approx(1.0)
+    many = Backoff(base=1.0, cap=8.0, jitter=0.5, sleep=lambda _: None)
+    assert all(0.5 <= many.next_delay() <= 8.0 for _ in range(200))
+
+
+def test_backoff_rejects_nonsense() -> None:
+    with pytest.raises(ValueError):
+        Backoff(base=0)
+    with pytest.raises(ValueError):
+        Backoff(base=2, cap=1)

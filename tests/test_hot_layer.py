@@ -1,0 +1,211 @@
+"""The hot layer against a real redis-server: items never without their index entries."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime
+
+import pytest
+import redis
+
+from mnemod.domain.model import Entry
+from mnemod.errors import InvalidInputError
+from mnemod.redisio.hot_layer import HotItem, HotLayer
+from mnemod.redisio.keys import MAX_TERM_CHARS, Keys
+
+KEYS = Keys("mnemod", "ns")
+
+
+def item(item_id: str = "A1", **changes: object) -> HotItem:
+    fields: dict[str, object] = {
+        "id": item_id, "layer": "l3", "type": "preference", "key": None,
+        "content": "User prefers Asia/Taipei", "importance": 4, "tokens": 6,
+        "created_at": "2026-01-01T00:00:00.000Z", "last_accessed_at": "2026-01-02T00:00:00.000Z",
+        "access_count": 2, "expires_at": None, "keywords": ("timezone", "taipei"), "score": 1.5,
+    }
+    fields.update(changes)
+    return HotItem(**fields)  # type: ignore[arg-type]
+
+
+def snapshot(client: redis.Redis) -> dict[str, object]:
+    """Every key of the namespace with its value, read in one MULTI (a consistent view)."""
+    names = sorted(client.keys("mnemod:{ns}:*"))
+    pipe = client.pipeline(transaction=True)
+    for name in names:
+        pipe.type(name)
+    types = pipe.execute()
+    pipe = client.pipeline(transaction=True)
+    for name, kind in zip(names, types, strict=True):
+        {"hash": pipe.hgetall, "zset": lambda n: pipe.zrange(n, 0, -1, withscores=True),
+         "set": pipe.smembers, "string": pipe.get}[kind](name)
+    values = pipe.execute()
+    return dict(zip(names, values, strict=True))
+
+
+@pytest.fixture
+def hot(redis_client: redis.Redis) -> HotLayer:
+    return HotLayer(redis_client, KEYS, batch_size=3)
+
+
+def test_put_writes_hash_and_every_index(hot: HotLayer, redis_client: redis.Redis) -> None:
+    hot.put(item(key="user.tz"))
+    state = snapshot(redis_client)
+    assert set(state) == {
+        "mnemod:{ns}:m:A1", "mnemod:{ns}:hot", "mnemod:{ns}:kw:timezone",
+        "mnemod:{ns}:kw:taipei", "mnemod:{ns}:key:user.tz",
+    }
+    stored = state["mnemod:{ns}:m:A1"]
+    assert isinstance(stored, dict)
+    for field in ("content", "layer", "type", "key", "importance", "tokens", "created_at",
+                  "last_accessed_at", "access_count", "expires_at"):
+        assert field in stored
+    assert stored["layer"] == "l3" and stored["importance"] == "4" and stored["expires_at"] == ""
+    assert state["mnemod:{ns}:hot"] == [("A1", 1.5)]
+    assert state["mnemod:{ns}:key:user.tz"] == "A1"
+    assert hot.get("A1") == item(key="user.tz")
+    assert hot.id_for_key("user.tz") == "A1"
+    assert hot.ids("l3") == ["A1"]
+
+
+def test_replace_removes_stale_keywords_key_and_layer(
+    hot: HotLayer, redis_client: redis.Redis
+) -> None:
+    hot.put(item(key="user.tz"))
+    hot.put(item(key="tz", layer="l2", keywords=("timezone", "zone"), score=0.0))
+    state = snapshot(redis_client)
+    assert "mnemod:{ns}:kw:taipei" not in state
+    assert "mnemod:{ns}:key:user.tz" not in state
+    assert "mnemod:{ns}:hot" not in state
+    assert state["mnemod:{ns}:l2"] == [("A1", 0.0)]
+    assert state["mnemod:{ns}:kw:zone"] == {"A1"}
+    assert state["mnemod:{ns}:key:tz"] == "A1"
+
+
+def test_replace_keeps_a_label_another_item_took_over(hot: HotLayer) -> None:
+    hot.put(item("A1", key="shared"))
+    hot.put(item("B2", key="shared"))
+    hot.put(item("A1", key=None))
+    assert hot.id_for_key("shared") == "B2"
+
+
+def test_remove_drops_everything(hot: HotLayer, redis_client: redis.Redis) -> None:
+    hot.put(item("A1", key="user.tz"))
+    hot.put(item("B2", keywords=("timezone",)))
+    assert hot.remove("A1") is True
+    assert snapshot(redis_client) == {
+        "mnemod:{ns}:m:B2": redis_client.hgetall("mnemod:{ns}:m:B2"),
+        "mnemod:{ns}:hot": [("B2", 1.5)],
+        "mnemod:{ns}:kw:timezone": {"B2"},
+    }
+    assert hot.remove("A1") is False
+    assert hot.get("A1") is None
+
+
+def test_unicode_and_overlong_terms(hot: HotLayer, redis_client: redis.Redis) -> None:
+    long_term = "長" * (MAX_TERM_CHARS + 5)
+    hot.put(item(keywords=("時區", long_term)))
+    assert redis_client.smembers("mnemod:{ns}:kw:時區") == {"A1"}
+    assert redis_client.smembers(KEYS.kw(long_term)) == {"A1"}
+    assert KEYS.kw(long_term).endswith("長" * MAX_TERM_CHARS)
+    hot.remove("A1")
+    assert redis_client.keys("mnemod:{ns}:*") == []
+
+
+def test_sync_removes_extras_and_repairs_indexes(hot: HotLayer, redis_client: redis.Redis) -> None:
+    for n in range(5):
+        hot.put(item(f"I{n}", key=f"k{n}", keywords=("common", f"t{n}")))
+    redis_client.sadd("mnemod:{ns}:kw:common", "ghost")      # dangling index entries
+    redis_client.set("mnemod:{ns}:key:orphan", "ghost")
+    redis_client.hset("mnemod:{ns}:m:loose", mapping={"content": "no index"})
+    wanted = [item("I1", key="k1", keywords=("common",)), item("N9", layer="l1", score=3.0)]
+    result = hot.sync(wanted)
+    assert (result.written, result.removed) == (2, 5)
+    assert result.repaired == 2
+    state = snapshot(redis_client)
+    assert state["mnemod:{ns}:kw:common"] == {"I1"}
+    assert "mnemod:{ns}:key:orphan" not in state
+    assert "mnemod:{ns}:m:loose" not in state
+    assert hot.all_ids() == {"I1", "N9"}
+    assert hot.ids("l1") == ["N9"]
+    assert sorted(k for k in state if ":kw:" in k) == ["mnemod:{ns}:kw:common",
+                                                     "mnemod:{ns}:kw:taipei",
+                                                     "mnemod:{ns}:kw:timezone"]
+
+
+def test_put_many_batches_and_dedupes(hot: HotLayer) -> None:
+    items = [item(f"I{n}") for n in range(7)] + [item("I0", content="newer")]
+    assert hot.put_many(items) == 7
+    assert len(hot.ids("l3")) == 7
+    got = hot.get("I0")
+    assert got is not None and got.content == "newer"
+
+
+def test_apply_batches_puts_and_removals(hot: HotLayer) -> None:
+    hot.put_many([item(f"I{n}") for n in range(5)])
+    existed = hot.apply([item("N1"), item("N2")], ["I0", "I1", "I2", "I3", "gone", "N1"])
+    assert existed == 4
+    assert sorted(hot.ids("l3")) == ["I4", "N1", "N2"]
+
+
+def test_marker(hot: HotLayer, redis_client: redis.Redis) -> None:
+    assert hot.marker() is None
+    hot.mark("2026-01-01T00:00:00.000Z")
+    assert redis_client.get("mnemod:{ns}:epoch") == "2026-01-01T00:00:00.000Z"
+    redis_client.flushall()
+    assert hot.marker() is None
+
+
+def test_from_entry_round_trip(hot: HotLayer) -> None:
+    moment = datetime(2026, 1, 1, tzinfo=UTC)
+    entry = Entry(id="E1", type="context", content="c", created_at=moment, updated_at=moment,
+                  last_accessed_at=moment, expires_at=None, key="k", keywords=["alpha"], tokens=3)
+    hot.put(HotItem.from_entry(entry, "l3", score=0.7))
+    got = hot.get("E1")
+    assert got is not None
+    assert (got.key, got.keywords, got.tokens, got.created_at, got.expires_at) == (
+        "k", ("alpha",), 3, "2026-01-01T00:00:00.000Z", None)
+
+
+def test_bad_layer_rejected() -> None:
+    with pytest.raises(InvalidInputError):
+        item(layer="l9")
+
+
+def test_reader_never_sees_an_item_without_its_index(
+    hot: HotLayer, redis_client: redis.Redis, redis_server: str
+) -> None:
+    """A concurrent reader takes consistent snapshots while the writer churns."""
+    done = threading.Event()
+    problems: list[str] = []
+    reader = redis.Redis.from_url(redis_server, decode_responses=True)
+
+    def check() -> None:
+        while not done.is_set():
+            pipe = reader.pipeline(transaction=True)
+            pipe.keys("mnemod:{ns}:m:*")
+            pipe.zrange("mnemod:{ns}:hot", 0, -1)
+            pipe.smembers("mnemod:{ns}:kw:alpha")
+            pipe.smembers("mnemod:{ns}:kw:beta")
+            pipe.get("mnemod:{ns}:key:label")
+            names, zset, alpha, beta, owner = pipe.execute()
+            hashes = {KEYS.item_id(n) for n in names}
+            if set(zset) != hashes or not (alpha | beta) <= hashes:
+                problems.append(f"hashes={hashes} zset={zset} alpha={alpha} beta={beta}")
+            if owner is not None and owner not in hashes:
+                problems.append(f"label points at missing {owner}")
+
+    thread = threading.Thread(target=check)
+    thread.start()
+    try:
+        for n in range(300):
+            target = f"X{n % 4}"
+            if n % 3 == 2:
+                hot.remove(target)
+            else:
+                terms = ("alpha",) if n % 2 else ("beta",)
+                hot.put(item(target, keywords=terms, key="label" if n % 5 == 0 else None))
+    finally:
+        done.set()
+        thread.join()
+        reader.close()
+    assert problems == []
