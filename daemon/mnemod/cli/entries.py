@@ -7,9 +7,12 @@ import json
 from typing import Any
 
 from mnemod.cli.context import Context
+from mnemod.cli.remote import mutate
 from mnemod.clock import parse_time
-from mnemod.domain.validation import NewEntry
+from mnemod.domain.validation import NewEntry, check_new_entry
 from mnemod.errors import InvalidInputError, NotFoundError
+from mnemod.ids import new_id
+from mnemod.runtime.engine import Engine
 
 
 def register(
@@ -59,6 +62,7 @@ def register(
 
 def cmd_add(ctx: Context) -> int:
     a = ctx.args
+    created = parse_time(a.created_at, "--created-at") if a.created_at else None
     new = NewEntry(
         content=a.content,
         type=a.type,
@@ -69,12 +73,33 @@ def cmd_add(ctx: Context) -> int:
         tier=a.tier,
         triggers=a.triggers,
         once=a.once,
-        created_at=parse_time(a.created_at, "--created-at") if a.created_at else None,
-        id=a.entry_id,
+        created_at=created,
+        id=a.entry_id or new_id(created or ctx.clock.now()),
     )
-    with ctx.engine(write=True) as engine:
+    check_new_entry(new, ctx.config)
+    data: dict[str, Any] = {
+        k: v
+        for k, v in {
+            "content": new.content,
+            "type": new.type,
+            "importance": new.importance,
+            "key": new.key,
+            "tags": new.tags,
+            "keywords": new.keywords,
+            "tier": new.tier,
+            "triggers": new.triggers,
+            "once": new.once,
+            "id": new.id,
+            "created_at": a.created_at,
+        }.items()
+        if v not in (None, [], False)
+    }
+
+    def local(engine: Engine) -> tuple[Any, str]:
         entry = engine.add(new)
-        ctx.emit(entry.to_dict(), f"{engine.last_outcome}: {ctx.entry_line(entry)}")
+        return entry.to_dict(), f"{engine.last_outcome}: {ctx.entry_line(entry)}"
+
+    mutate(ctx, "add", data, local)
     return 0
 
 
@@ -125,9 +150,11 @@ def cmd_list(ctx: Context) -> int:
 
 
 def cmd_access(ctx: Context) -> int:
-    with ctx.engine(write=True) as engine:
+    def local(engine: Engine) -> tuple[Any, str]:
         entry = engine.access(ctx.args.id)
-        ctx.emit(entry.to_dict(), ctx.entry_line(entry))
+        return entry.to_dict(), ctx.entry_line(entry)
+
+    mutate(ctx, "access", {"id": ctx.args.id}, local)
     return 0
 
 
@@ -138,31 +165,39 @@ def cmd_update(ctx: Context) -> int:
         raise InvalidInputError("fields", f"not valid JSON: {exc.msg}") from exc
     if not isinstance(fields, dict):
         raise InvalidInputError("fields", "must be a JSON object")
-    with ctx.engine(write=True) as engine:
+
+    def local(engine: Engine) -> tuple[Any, str]:
         entry = engine.update(ctx.args.id, fields)
-        ctx.emit(entry.to_dict(), ctx.entry_line(entry))
+        return entry.to_dict(), ctx.entry_line(entry)
+
+    mutate(ctx, "update", {"id": ctx.args.id, **fields}, local)
     return 0
 
 
 def cmd_remove(ctx: Context) -> int:
-    with ctx.engine(write=True) as engine:
+    def local(engine: Engine) -> tuple[Any, str]:
         entry = engine.remove(ctx.args.id)
-        ctx.emit(entry.to_dict(), f"removed (archived): {entry.id}")
+        return entry.to_dict(), f"removed (archived): {entry.id}"
+
+    mutate(ctx, "remove", {"id": ctx.args.id}, local)
     return 0
 
 
 def cmd_promote(ctx: Context) -> int:
     if not ctx.args.id and not ctx.args.all:
         raise InvalidInputError("id", "give an id, or --all for every promotable entry")
-    with ctx.engine(write=True) as engine:
-        if ctx.args.all:
-            targets = [e.id for e in engine.select(layer="l3") if e.promotable]
-        else:
-            targets = [ctx.args.id]
-        promoted = [engine.promote(entry_id) for entry_id in targets]
-        ctx.emit(
-            [e.to_dict() for e in promoted],
-            "\n".join(f"promoted to L2 ({e.type}.md): {e.id}" for e in promoted)
-            or "nothing to promote",
-        )
+    if ctx.args.all:
+        with ctx.engine(write=False) as view:
+            targets = [e.id for e in view.select(layer="l3") if e.promotable]
+    else:
+        targets = [ctx.args.id]
+    for target in targets:
+
+        def local(engine: Engine, target: str = target) -> tuple[Any, str]:
+            entry = engine.promote(target)
+            return entry.to_dict(), f"promoted to L2 ({entry.type}.md): {entry.id}"
+
+        mutate(ctx, "promote", {"id": target}, local)
+    if not targets:
+        ctx.emit([], "nothing to promote")
     return 0

@@ -11,13 +11,19 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from mnemod import __version__
-from mnemod.cli import entries, maintenance, run_cmd
+from mnemod.cli import entries, maintenance, ops, resolve_cmds, run_cmd
 from mnemod.cli.context import Context
 from mnemod.errors import MnemodError
 from mnemod.runtime.logs import configure_logging
 
 Registrar = Callable[[Any, argparse.ArgumentParser], None]
-COMMAND_GROUPS: list[Registrar] = [entries.register, maintenance.register, run_cmd.register]
+COMMAND_GROUPS: list[Registrar] = [
+    entries.register,
+    maintenance.register,
+    resolve_cmds.register,
+    ops.register,
+    run_cmd.register,
+]
 
 
 class _Parser(argparse.ArgumentParser):

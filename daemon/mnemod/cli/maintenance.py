@@ -6,13 +6,16 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from mnemod.cli.context import Context
+from mnemod.cli.remote import mutate
 from mnemod.domain.dedup import candidate_pairs
 from mnemod.domain.model import Entry
 from mnemod.errors import InvalidInputError
 from mnemod.files.journal import story
 from mnemod.files.l3_store import FORMAT
+from mnemod.runtime.engine import Engine
 
 
 def register(
@@ -46,10 +49,16 @@ def register(
 
 
 def cmd_gc(ctx: Context) -> int:
-    with ctx.engine(write=not ctx.args.dry_run) as engine:
+    def local(engine: Engine) -> tuple[Any, str]:
         report = engine.gc(dry_run=ctx.args.dry_run, by="cli")
-    summary = " ".join(f"{k}={v}" for k, v in report.as_dict().items() if k != "details")
-    ctx.emit(report.as_dict(), ("dry run: " if report.dry_run else "") + summary)
+        summary = " ".join(f"{k}={v}" for k, v in report.as_dict(summary=True).items())
+        return report.as_dict(), ("dry run: " if report.dry_run else "") + summary
+
+    if ctx.args.dry_run:  # changes nothing: the files can be read beside a running daemon
+        with ctx.engine(write=False) as engine:
+            ctx.emit(*local(engine))
+        return 0
+    mutate(ctx, "gc", {}, local)
     return 0
 
 

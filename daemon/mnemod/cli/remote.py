@@ -10,6 +10,7 @@ import json
 import os
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -19,11 +20,12 @@ import redis
 
 from mnemod.cli.context import Context
 from mnemod.clock import parse_time, utcnow
-from mnemod.errors import MnemodError, RedisUnavailableError
+from mnemod.errors import LockedError, MnemodError, RedisUnavailableError
 from mnemod.redisio.connection import connect
 from mnemod.redisio.embedded import socket_path_for
 from mnemod.redisio.events import stream_id_key
 from mnemod.redisio.keys import GROUP, Keys
+from mnemod.runtime.engine import Engine
 
 FRESH = timedelta(seconds=30)  # a heartbeat older than this means no daemon is running
 
@@ -123,3 +125,38 @@ def remote_resolve(
         raise RedisUnavailableError(f"no answer from the daemon within {timeout:g} s")
     payload: dict[str, Any] = json.loads(cast(tuple[str, str], answer)[1])
     return payload
+
+
+def mutate(
+    ctx: Context,
+    op: str,
+    data: dict[str, Any],
+    local: Callable[[Engine], tuple[Any, str]],
+) -> None:
+    """Apply a change on the files, or, while a daemon owns the namespace, send it as an
+    event and wait until the daemon has made it durable."""
+    try:
+        with ctx.engine(write=True) as engine:
+            payload, text = local(engine)
+        ctx.emit(payload, text)
+        return
+    except LockedError:
+        link = running_daemon(ctx)
+        if link is None:
+            raise
+    try:
+        event_id = send_event(link, op, data)
+        item = link.client.hgetall(link.keys.item(str(data["id"]))) if data.get("id") else {}
+    finally:
+        link.client.close()
+    payload = {
+        "via": "daemon",
+        "op": op,
+        "event_id": event_id,
+        "id": data.get("id"),
+        "item": item or None,
+    }
+    ctx.emit(
+        payload,
+        f"applied by the running daemon: {op} {data.get('id', '')} (event {event_id})".rstrip(),
+    )

@@ -1,0 +1,264 @@
+"""Operator commands: `status`, `doctor`, `config show`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, cast
+
+import redis
+
+from mnemod.cli.context import Context
+from mnemod.cli.remote import FRESH, DaemonLink, connect_quietly, redis_url
+from mnemod.clock import parse_time, utcnow
+from mnemod.config import config_as_tree, redact_url
+from mnemod.errors import MnemodError
+from mnemod.files.l1_files import L1Registry
+from mnemod.files.l2_markdown import L2Folder
+from mnemod.files.l3_store import load_index
+from mnemod.redisio.connection import check_version
+from mnemod.redisio.keys import GROUP, Keys
+from mnemod.runtime.paths import NamespacePaths, list_namespaces
+
+DEAD_LETTER_WARN = 1
+PENDING_WARN = 10_000
+
+
+def register(sub: Any, common: argparse.ArgumentParser) -> None:
+    status = sub.add_parser("status", parents=[common], help="namespaces, counts, jobs, leader")
+    status.add_argument("--all", action="store_true", help="every namespace in the data folder")
+    status.set_defaults(handler=cmd_status)
+
+    doctor = sub.add_parser("doctor", parents=[common], help="health checks; exit 0 ok, 1 failed")
+    doctor.add_argument("--quiet", "-q", action="store_true", help="no output, exit code only")
+    doctor.set_defaults(handler=cmd_doctor)
+
+    config = sub.add_parser("config", parents=[common], help="the effective configuration")
+    config.add_argument("action", choices=["show"])
+    config.set_defaults(handler=cmd_config)
+
+
+# ---- config show ---------------------------------------------------------------------------
+def cmd_config(ctx: Context) -> int:
+    tree = config_as_tree(ctx.config, redact=True)
+    lines = [f"# effective config (source: {ctx.config.source}; MNEMOD_* and flags applied)"]
+    for section, values in tree.items():
+        lines.append(f"\n[{section}]")
+        lines.extend(f"{key} = {_toml_value(value)}" for key, value in values.items())
+    ctx.emit(tree, "\n".join(lines))
+    return 0
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    return json.dumps(str(value), ensure_ascii=False)
+
+
+# ---- status --------------------------------------------------------------------------------
+def cmd_status(ctx: Context) -> int:
+    namespaces = list_namespaces(ctx.data_dir) if ctx.args.all else [ctx.namespace]
+    client = connect_quietly(ctx)
+    report: dict[str, Any] = {"data_dir": str(ctx.data_dir), "redis": redact_url(redis_url(ctx))}
+    if client is not None:
+        memory = client.info("memory")
+        report["redis_memory"] = memory.get("used_memory_human")
+    else:
+        report["redis_memory"] = None
+    report["namespaces"] = {ns: _namespace_status(ctx, ns, client) for ns in namespaces}
+    ctx.emit(report, _status_text(report))
+    return 0
+
+
+def _namespace_status(ctx: Context, namespace: str, client: redis.Redis | None) -> dict[str, Any]:
+    paths = NamespacePaths(ctx.data_dir, namespace)
+    info: dict[str, Any] = {}
+    try:
+        snapshot = load_index(paths.index)
+        by_type: dict[str, int] = {}
+        for entry in snapshot.entries:
+            by_type[entry.type] = by_type.get(entry.type, 0) + 1
+        info["files"] = {"l3": len(snapshot.entries), "l3_by_type": by_type}
+    except MnemodError as exc:
+        info["files"] = {"error": str(exc)}
+    if client is None:
+        info["daemon"] = "not running (Redis unreachable)"
+        return info
+    keys = Keys(ctx.config.redis.prefix, namespace)
+    status = cast(dict[str, str], client.hgetall(keys.status))
+    link = DaemonLink(client, keys, status)
+    age = link.heartbeat_age
+    info["daemon"] = (
+        "running"
+        if age is not None and age <= FRESH and status.get("state") == "running"
+        else f"not running (last heartbeat {status.get('heartbeat', 'never')})"
+    )
+    info["leader"] = client.get(keys.lease)
+    info["hot"] = client.zcard(keys.hot)
+    info["l1"] = client.zcard(keys.l1)
+    info["l2"] = client.zcard(keys.l2)
+    info["pending"] = _pending(client, keys)
+    info["dead_letters"] = client.xlen(keys.dead) if client.exists(keys.dead) else 0
+    for field in ("pid", "version", "started_at", "heartbeat", "last_event_id"):
+        info[field] = status.get(field)
+    for field in ("counts", "jobs", "l1_problems"):
+        info[field] = json.loads(status[field]) if status.get(field) else None
+    return info
+
+
+def _pending(client: redis.Redis, keys: Keys) -> int:
+    try:
+        summary = client.xpending(keys.events, GROUP)
+    except redis.ResponseError:
+        return 0
+    return int(summary.get("pending", 0)) if summary else 0
+
+
+def _status_text(report: dict[str, Any]) -> str:
+    lines = [
+        f"data: {report['data_dir']}",
+        f"redis: {report['redis']} (memory {report['redis_memory']})",
+    ]
+    for ns, info in report["namespaces"].items():
+        lines.append(f"\nnamespace {ns}: daemon {info.get('daemon')}")
+        for key, value in info.items():
+            if key in ("daemon",) or value is None:
+                continue
+            if key == "jobs" and isinstance(value, dict):
+                for job, result in value.items():
+                    detail = {k: v for k, v in result.items() if k != "schedule"}
+                    lines.append(
+                        f"  job {job:<12} every {result.get('schedule')}: {detail or 'not run yet'}"
+                    )
+                continue
+            lines.append(f"  {key}: {json.dumps(value, ensure_ascii=False)}")
+    return "\n".join(lines)
+
+
+# ---- doctor --------------------------------------------------------------------------------
+@dataclass
+class Check:
+    name: str
+    state: str  # ok | warn | fail
+    detail: str
+
+
+def cmd_doctor(ctx: Context) -> int:
+    checks = run_checks(ctx)
+    failed = [c for c in checks if c.state == "fail"]
+    if not ctx.args.quiet:
+        rows = [{"check": c.name, "state": c.state, "detail": c.detail} for c in checks]
+        text = "\n".join(f"{c.state.upper():<4}  {c.name:<12} {c.detail}" for c in checks)
+        ctx.emit({"ok": not failed, "checks": rows}, text)
+    return 1 if failed else 0
+
+
+def run_checks(ctx: Context) -> list[Check]:
+    checks = [Check("config", "ok", f"valid ({ctx.config.source})")]
+    checks.append(_check_data_dir(ctx))
+    checks.extend(_check_files(ctx))
+    client, redis_check = _check_redis(ctx)
+    checks.append(redis_check)
+    if client is None:
+        checks.append(Check("daemon", "fail", "cannot be checked: Redis unreachable"))
+        return checks
+    keys = Keys(ctx.config.redis.prefix, ctx.namespace)
+    status = cast(dict[str, str], client.hgetall(keys.status))
+    checks.append(_check_heartbeat(ctx, status))
+    holder = client.get(keys.lease)
+    if holder is None:
+        checks.append(Check("leader", "fail", f"no daemon holds namespace {ctx.namespace!r}"))
+    else:
+        checks.append(Check("leader", "ok", str(holder)))
+    dead = int(client.xlen(keys.dead)) if client.exists(keys.dead) else 0
+    checks.append(
+        Check(
+            "dead-letter",
+            "warn" if dead >= DEAD_LETTER_WARN else "ok",
+            f"{dead} event(s) in {keys.dead}",
+        )
+    )
+    pending = _pending(client, keys)
+    checks.append(
+        Check("backlog", "warn" if pending >= PENDING_WARN else "ok", f"{pending} pending event(s)")
+    )
+    client.close()
+    return checks
+
+
+def _check_data_dir(ctx: Context) -> Check:
+    folder = ctx.data_dir
+    probe = folder if folder.exists() else folder.parent
+    if not probe.exists():
+        return Check("data-dir", "fail", f"{folder}: does not exist, nor its parent")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        return Check("data-dir", "fail", f"{probe}: not writable by uid {os.getuid()}")
+    return Check("data-dir", "ok", f"{folder} writable")
+
+
+def _check_files(ctx: Context) -> list[Check]:
+    paths = NamespacePaths(ctx.data_dir, ctx.namespace)
+    checks: list[Check] = []
+    try:
+        snapshot = load_index(paths.index)
+        note = " (recovered from .bak)" if snapshot.recovered_from else ""
+        checks.append(Check("index", "ok", f"{paths.index}: {len(snapshot.entries)} entries{note}"))
+    except MnemodError as exc:
+        checks.append(Check("index", "fail", str(exc)))
+    folder = L2Folder(paths.l2_dir)
+    broken = []
+    for path in folder.files():
+        try:
+            folder.read_file(path)
+        except MnemodError as exc:
+            broken.append(str(exc))
+    checks.append(
+        Check(
+            "l2", "fail" if broken else "ok", "; ".join(broken) or f"{len(folder.files())} file(s)"
+        )
+    )
+    registry = L1Registry(ctx.l1_dir, ctx.config.limits)
+    problems = registry.reload_all()
+    checks.append(
+        Check(
+            "l1",
+            "warn" if problems else "ok",
+            "; ".join(map(str, problems)) or f"{len(registry.items())} item(s) in {ctx.l1_dir}",
+        )
+    )
+    return checks
+
+
+def _check_redis(ctx: Context) -> tuple[redis.Redis | None, Check]:
+    url = redis_url(ctx)
+    client = connect_quietly(ctx)
+    if client is None:
+        return None, Check("redis", "fail", f"{redact_url(url)}: unreachable")
+    try:
+        version = check_version(client, url)
+    except MnemodError as exc:
+        return None, Check("redis", "fail", str(exc))
+    return client, Check("redis", "ok", f"{redact_url(url)}: Redis {'.'.join(map(str, version))}")
+
+
+def _check_heartbeat(ctx: Context, status: dict[str, str]) -> Check:
+    beat = status.get("heartbeat")
+    if not beat:
+        return Check("daemon", "fail", f"no daemon has run for namespace {ctx.namespace!r}")
+    age = utcnow() - parse_time(beat)
+    if age > FRESH or status.get("state") != "running":
+        return Check(
+            "daemon",
+            "fail",
+            f"heartbeat {int(age.total_seconds())} s old, state {status.get('state')}",
+        )
+    return Check("daemon", "ok", f"pid {status.get('pid')}, heartbeat {_seconds(age)} ago")
+
+
+def _seconds(age: timedelta) -> str:
+    return f"{age.total_seconds():.1f} s"

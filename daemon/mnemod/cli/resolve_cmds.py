@@ -1,0 +1,94 @@
+"""`mnemod resolve` and `mnemod hook claude-code`: context for a prompt, from the running
+daemon (over the rpc stream) or, with no daemon, from the files directly."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from mnemod.cli.context import Context
+from mnemod.cli.remote import remote_resolve, running_daemon
+from mnemod.errors import InvalidInputError, LockedError, MnemodError
+from mnemod.redisio.rpc import result_payload
+
+
+def register(sub: Any, common: argparse.ArgumentParser) -> None:
+    resolve = sub.add_parser(
+        "resolve", parents=[common], help="token-budgeted context for a prompt"
+    )
+    resolve.add_argument("prompt")
+    resolve.add_argument("--budget", type=int, help="tokens (default: resolve.default_budget)")
+    resolve.add_argument("--session", help="session id: `once` items are injected once per session")
+    resolve.add_argument("--trace", action="store_true", help="scores and reasons per item")
+    resolve.set_defaults(handler=cmd_resolve)
+
+    hook = sub.add_parser(
+        "hook", parents=[common], help="agent hooks (reads the hook's JSON on stdin)"
+    )
+    hook.add_argument("agent", choices=["claude-code"])
+    hook.add_argument("--budget", type=int, help="tokens (default: resolve.default_budget)")
+    hook.set_defaults(handler=cmd_hook)
+
+
+def resolve_payload(
+    ctx: Context, prompt: str, budget: int | None, session: str | None, trace: bool
+) -> dict[str, Any]:
+    """Through the daemon when one runs; otherwise on the files (recording accesses when the
+    namespace is free, read-only when another writer holds it)."""
+    if budget is not None and budget < 1:
+        raise InvalidInputError("--budget", "must be at least 1 token")
+    link = running_daemon(ctx)
+    if link is not None:
+        try:
+            return remote_resolve(link, prompt, budget, session, trace)
+        finally:
+            link.client.close()
+    try:
+        with ctx.engine(write=True) as engine:
+            result = engine.resolve(prompt, budget, session=session, trace=trace)
+    except LockedError:
+        with ctx.engine(write=False) as engine:
+            result = engine.resolve(
+                prompt, budget, session=session, trace=trace, record_access=False
+            )
+    return result_payload(result, trace)
+
+
+def cmd_resolve(ctx: Context) -> int:
+    a = ctx.args
+    payload = resolve_payload(ctx, a.prompt, a.budget, a.session, a.trace)
+    if not payload.get("ok", True):
+        raise MnemodError(str(payload.get("error")))
+    text = payload["text"]
+    if a.trace and not ctx.as_json:
+        rows = [json.dumps(row, ensure_ascii=False) for row in payload.get("trace", [])]
+        text = "\n".join([text, "", "# trace", *rows])
+    summary = (
+        f"# {payload['tokens_used']} tokens, {len(payload['items'])} items, "
+        f"{payload['dropped']} left out"
+    )
+    ctx.emit(payload, f"{text}\n{summary}" if text else summary)
+    return 0
+
+
+def cmd_hook(ctx: Context) -> int:
+    """Claude Code `UserPromptSubmit`: JSON on stdin, additionalContext on stdout. A memory
+    problem must never block the user's prompt: failures go to stderr with exit 0."""
+    try:
+        raw = json.loads(sys.stdin.read() or "{}")
+        if not isinstance(raw, dict) or not isinstance(raw.get("prompt"), str):
+            raise InvalidInputError("prompt", "the hook input has no prompt")
+        session = raw.get("session_id") if isinstance(raw.get("session_id"), str) else None
+        payload = resolve_payload(ctx, raw["prompt"], ctx.args.budget, session, False)
+    except (MnemodError, json.JSONDecodeError) as exc:
+        sys.stderr.write(f"mnemod hook: {exc}\n")
+        return 0
+    text = payload.get("text", "")
+    if text:
+        output = {
+            "hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": text}
+        }
+        sys.stdout.write(json.dumps(output, ensure_ascii=False) + "\n")
+    return 0
