@@ -1,0 +1,133 @@
+"""The injected text: a short heading, one line per memory, dates as group headers, a note.
+
+    Memory:
+    - Always-on fact from L1
+    [2023-05-08]
+    - Caroline: I went to a LGBTQ support group yesterday.
+    - Melanie: That's great!
+    (12 more matching memories left out)
+
+Permanent items (L1, L2) come first and undated; L3 items follow oldest first, under one
+`[YYYY-MM-DD]` line per day: a date costs a few tokens once per day rather than on every
+line, and lets a model answer "when" questions. Every piece is counted with the real
+tokenizer; `FrameCosts` caches the counts so packing can add up marginal costs, and the
+resolver checks the assembled text once more at the end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from mnemod.tokens import TokenCounter
+
+if TYPE_CHECKING:
+    from mnemod.domain.resolve import Candidate
+
+HEADING = "Memory:"
+
+
+def item_line(content: str) -> str:
+    """One memory on one line: whitespace (newlines too) collapsed, so content cannot add lines."""
+    return "- " + " ".join(content.split())
+
+
+def day_of(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%d")
+
+
+def date_line(day: str) -> str:
+    return f"[{day}]"
+
+
+def note_line(dropped: int) -> str:
+    noun = "memory" if dropped == 1 else "memories"
+    return f"({dropped} more matching {noun} left out)"
+
+
+def is_dated(candidate: Candidate) -> bool:
+    return candidate.layer == "l3"
+
+
+def render(items: Sequence[Candidate], dropped: int) -> str:
+    """The text for `items` (any order) and the left-out note; empty when there is nothing."""
+    if not items and not dropped:
+        return ""
+    lines = [HEADING]
+    lines.extend(item_line(c.content) for c in items if not is_dated(c))
+    dated = sorted((c for c in items if is_dated(c)), key=lambda c: c.created_at)
+    current = ""
+    for candidate in dated:
+        day = day_of(candidate.created_at)
+        if day != current:
+            lines.append(date_line(day))
+            current = day
+        lines.append(item_line(candidate.content))
+    if dropped:
+        lines.append(note_line(dropped))
+    return "\n".join(lines)
+
+
+class FrameCosts:
+    """Token costs of the pieces of the text, each counted with its newline and cached."""
+
+    def __init__(self, counter: TokenCounter) -> None:
+        self.counter = counter
+        self.heading = counter.count(HEADING + "\n")
+        self._lines: dict[str, tuple[str, int]] = {}
+        self._days: dict[str, int] = {}
+
+    def line(self, candidate: Candidate) -> int:
+        """Cost of the candidate's line; recounted only when its content changed."""
+        cached = self._lines.get(candidate.id)
+        if cached is not None and cached[0] == candidate.content:
+            return cached[1]
+        cost = self.counter.count(item_line(candidate.content) + "\n")
+        self._lines[candidate.id] = (candidate.content, cost)
+        return cost
+
+    def forget(self, candidate_id: str) -> None:
+        self._lines.pop(candidate_id, None)
+
+    def day(self, day: str) -> int:
+        cost = self._days.get(day)
+        if cost is None:
+            cost = self.counter.count(date_line(day) + "\n")
+            self._days[day] = cost
+        return cost
+
+    def note(self, dropped: int) -> int:
+        return self.counter.count(note_line(dropped)) if dropped else 0
+
+
+class Tally:
+    """Running token total of a text being packed: the heading once, each day header once."""
+
+    def __init__(self, costs: FrameCosts, budget: int, reserve: int) -> None:
+        self.costs = costs
+        self.budget = budget
+        self.reserve = reserve
+        self.used = 0
+        self._days: set[str] = set()
+
+    def marginal(self, candidate: Candidate) -> int:
+        """What adding `candidate` would cost now (its line, plus heading/day when new)."""
+        cost = self.costs.line(candidate)
+        if self.used == 0:
+            cost += self.costs.heading
+        if is_dated(candidate):
+            day = day_of(candidate.created_at)
+            if day not in self._days:
+                cost += self.costs.day(day)
+        return cost
+
+    def fits(self, candidate: Candidate) -> bool:
+        return self.used + self.marginal(candidate) + self.reserve <= self.budget
+
+    def take(self, candidate: Candidate) -> int:
+        cost = self.marginal(candidate)
+        self.used += cost
+        if is_dated(candidate):
+            self._days.add(day_of(candidate.created_at))
+        return cost

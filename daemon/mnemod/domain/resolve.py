@@ -1,0 +1,375 @@
+"""Resolve: the token-budgeted context for a prompt (DESIGN §4). Pure: `now` is passed in.
+
+Selection order:
+1. hot — L1 items without triggers and entries with tier=hot (`once` items once per session),
+   in priority order; when they alone exceed the budget they are trimmed and
+   `hot_overflow` is set;
+2. warm — items whose trigger (a google-re2 regex, linear time, case-insensitive) matches
+   the prompt; a pattern that does not compile is skipped, never fatal;
+3. cold — everything else that matches the prompt, scored by BM25 with mild importance and
+   frecency priors (see `ranking`), packed greedily in score order (skipping what does
+   not fit; score per token is a setting, and measured worse).
+
+The whole text (heading, lines, date headers, the left-out note) is counted with the real
+tokenizer and never exceeds the budget. The caller records accesses of the returned items
+and the `once_ids` of the session.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Set
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal, Protocol
+
+import re2
+
+from mnemod.domain.bm25 import Bm25Index, Bm25Params
+from mnemod.domain.framing import FrameCosts, Tally, render
+from mnemod.domain.model import Entry
+from mnemod.domain.ranking import (
+    RankingSettings,
+    analyze,
+    frecency_boost,
+    importance_factor,
+    pack_key,
+    query_terms,
+    with_neighbours,
+)
+from mnemod.tokens import TokenCounter
+
+Layer = Literal["l1", "l2", "l3"]
+_LAYER_RANK = {"l1": 0, "l2": 1, "l3": 2}
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """What resolve needs to know of one memory (L1 item, L2 or L3 entry)."""
+
+    id: str
+    layer: Layer
+    type: str
+    content: str
+    created_at: datetime
+    last_accessed_at: datetime
+    key: str | None = None
+    tokens: int = 0
+    importance: int = 3
+    tier: str = "cold"
+    triggers: tuple[str, ...] = ()
+    once: bool = False
+    access_count: int = 0
+    merged_from: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+
+    @property
+    def hot(self) -> bool:
+        return self.tier == "hot" or (self.layer == "l1" and not self.triggers)
+
+
+def candidate_from_entry(entry: Entry, layer: Layer = "l3") -> Candidate:
+    return Candidate(
+        id=entry.id,
+        layer=layer,
+        type=entry.type,
+        content=entry.content,
+        created_at=entry.created_at,
+        last_accessed_at=entry.last_accessed_at,
+        key=entry.key,
+        tokens=entry.tokens,
+        importance=entry.importance,
+        tier=entry.tier,
+        triggers=tuple(entry.triggers),
+        once=entry.once,
+        access_count=entry.access_count,
+        merged_from=tuple(entry.merged_from),
+        tags=tuple(entry.tags),
+    )
+
+
+class StandingItem(Protocol):
+    """What resolve reads of an L1 item (files.l1_files.L1Item fits)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def content(self) -> str: ...
+    @property
+    def triggers(self) -> tuple[str, ...]: ...
+    @property
+    def once(self) -> bool: ...
+    @property
+    def tags(self) -> tuple[str, ...]: ...
+    @property
+    def importance(self) -> int: ...
+
+
+L1_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)  # L1 items have no dates; they are shown undated
+
+
+def candidate_from_l1(item: StandingItem) -> Candidate:
+    """An L1 item: hot (always) without triggers, warm with them."""
+    return Candidate(
+        id=item.id,
+        layer="l1",
+        type="l1",
+        content=item.content,
+        created_at=L1_EPOCH,
+        last_accessed_at=L1_EPOCH,
+        importance=item.importance,
+        tier="warm" if item.triggers else "hot",
+        triggers=tuple(item.triggers),
+        once=item.once,
+        tags=tuple(item.tags),
+    )
+
+
+@dataclass(frozen=True)
+class ResolveResult:
+    text: str
+    items: list[Candidate]
+    tokens_used: int
+    tiers_used: tuple[str, ...]
+    dropped: int
+    hot_overflow: bool = False
+    trace: list[dict[str, Any]] = field(default_factory=list)
+    once_ids: tuple[str, ...] = ()
+
+
+@dataclass
+class _Pick:
+    candidate: Candidate
+    phase: str  # "hot" | "warm" | "cold"
+    bm25: float = 0.0
+    score: float = 0.0
+    cost: int = 0
+    matched: bool = True
+    reason: str = ""
+
+
+class Resolver:
+    """Owns the candidates and their BM25 index; `upsert`/`remove` keep both in step."""
+
+    def __init__(self, counter: TokenCounter, settings: RankingSettings | None = None) -> None:
+        self.settings = settings or RankingSettings()
+        self.counter = counter
+        self.index = Bm25Index(Bm25Params(self.settings.k1, self.settings.b))
+        self.costs = FrameCosts(counter)
+        self._items: dict[str, Candidate] = {}
+        self._hot: set[str] = set()
+        self._triggered: set[str] = set()
+        self._patterns: dict[str, Any] = {}
+        self._seq: dict[str, int] = {}
+        self._order: list[tuple[datetime, int, str]] = []
+        self._next_seq = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, candidate_id: object) -> bool:
+        return candidate_id in self._items
+
+    def get(self, candidate_id: str) -> Candidate | None:
+        return self._items.get(candidate_id)
+
+    def upsert(self, candidate: Candidate) -> None:
+        """Add or replace; the index is touched only when the content changed."""
+        old = self._items.get(candidate.id)
+        self._items[candidate.id] = candidate
+        if old is None or old.content != candidate.content:
+            self.index.add(candidate.id, analyze(candidate.content, self.settings))
+        (self._hot.add if candidate.hot else self._hot.discard)(candidate.id)
+        wants_trigger = bool(candidate.triggers) and not candidate.hot
+        (self._triggered.add if wants_trigger else self._triggered.discard)(candidate.id)
+        if old is None:
+            self._seq[candidate.id] = self._next_seq
+            self._next_seq += 1
+        if old is None or old.created_at != candidate.created_at or old.layer != candidate.layer:
+            if old is not None and old.layer == "l3":
+                self._order_remove(old)
+            if candidate.layer == "l3":
+                bisect.insort(self._order, self._order_key(candidate))
+
+    def remove(self, candidate_id: str) -> bool:
+        old = self._items.pop(candidate_id, None)
+        if old is None:
+            return False
+        self.index.remove(candidate_id)
+        self.costs.forget(candidate_id)
+        self._hot.discard(candidate_id)
+        self._triggered.discard(candidate_id)
+        if old.layer == "l3":
+            self._order_remove(old)
+        del self._seq[candidate_id]
+        return True
+
+    def _order_key(self, candidate: Candidate) -> tuple[datetime, int, str]:
+        return (candidate.created_at, self._seq[candidate.id], candidate.id)
+
+    def _order_remove(self, candidate: Candidate) -> None:
+        key = self._order_key(candidate)
+        at = bisect.bisect_left(self._order, key)
+        if at < len(self._order) and self._order[at] == key:
+            del self._order[at]
+
+    def neighbours(self, candidate_id: str) -> list[tuple[str, int]]:
+        """(id, distance) of the L3 items created just before and after this one."""
+        candidate = self._items[candidate_id]
+        if candidate.layer != "l3":
+            return []
+        at = bisect.bisect_left(self._order, self._order_key(candidate))
+        window = self.settings.neighbour_window_s
+        out = []
+        for step in (-1, 1):
+            for distance in range(1, self.settings.neighbour_span + 1):
+                other = at + step * distance
+                if not 0 <= other < len(self._order):
+                    break
+                moment, _, other_id = self._order[other]
+                if abs((moment - candidate.created_at).total_seconds()) > window:
+                    break
+                out.append((other_id, distance))
+        return out
+
+    def _pattern(self, source: str) -> Any:
+        if source not in self._patterns:
+            options = re2.Options()
+            options.log_errors = False
+            options.case_sensitive = False
+            options.max_mem = 1 << 20
+            try:
+                self._patterns[source] = re2.compile(source, options)
+            except re2.error:
+                self._patterns[source] = None
+        return self._patterns[source]
+
+    def triggers_match(self, candidate: Candidate, prompt: str) -> bool:
+        for source in candidate.triggers:
+            pattern = self._pattern(source)
+            if pattern is not None and pattern.search(prompt) is not None:
+                return True
+        return False
+
+    def resolve(
+        self,
+        prompt: str,
+        budget: int,
+        now: datetime,
+        seen_once: Set[str] = frozenset(),
+        trace: bool = False,
+    ) -> ResolveResult:
+        """Select and frame memories for `prompt` within `budget` tokens (see module doc)."""
+        bm25 = self.index.scores(query_terms(prompt, self.settings))
+        hot = sorted(
+            (self._items[i] for i in self._hot if i not in seen_once or not self._items[i].once),
+            key=_priority,
+        )
+        warm = sorted(
+            (
+                self._items[i]
+                for i in self._triggered
+                if self.triggers_match(self._items[i], prompt)
+            ),
+            key=lambda c: (-c.importance, -bm25.get(c.id, 0.0), c.created_at, c.id),
+        )
+        early = {c.id for c in hot} | {c.id for c in warm}
+        cold = self._cold(bm25, early, now)
+        worst_dropped = len(hot) + len(warm) + sum(1 for p in cold if p.matched)
+        tally = Tally(self.costs, budget, self.costs.note(worst_dropped))
+        picks = [_Pick(c, "hot", bm25.get(c.id, 0.0), bm25.get(c.id, 0.0)) for c in hot]
+        picks += [_Pick(c, "warm", bm25.get(c.id, 0.0), bm25.get(c.id, 0.0)) for c in warm]
+        taken: list[_Pick] = []
+        for pick in [*picks, *cold]:
+            if tally.fits(pick.candidate):
+                pick.cost = tally.take(pick.candidate)
+                pick.reason = "taken"
+                taken.append(pick)
+            else:
+                pick.cost = tally.marginal(pick.candidate)
+                pick.reason = "left: budget"
+        left = [p for p in [*picks, *cold] if p.reason != "taken" and p.matched]
+        return self._finish(taken, left, [*picks, *cold], budget, trace)
+
+    def _cold(self, bm25: dict[str, float], early: Set[str], now: datetime) -> list[_Pick]:
+        """Matching items outside the hot and warm phases, in packing order."""
+        settings = self.settings
+        eligible = {i: s for i, s in bm25.items() if i not in early and i not in self._hot}
+        relevance = eligible
+        if settings.neighbour_weight > 0:
+            near = {i: self.neighbours(i) for i in eligible}
+            relevance = with_neighbours(eligible, near, settings)
+        floor = settings.min_relative_score * max(bm25.values(), default=0.0)
+        picks: list[_Pick] = []
+        for doc_id, value in relevance.items():
+            if value < floor:
+                continue
+            if doc_id in early or doc_id in self._hot:
+                continue
+            c = self._items[doc_id]
+            boost = frecency_boost(c.access_count, c.last_accessed_at, now, settings)
+            score = value * importance_factor(c.importance, settings) * (1.0 + boost)
+            picks.append(_Pick(c, "cold", bm25.get(doc_id, 0.0), score, matched=doc_id in bm25))
+        picks.sort(
+            key=lambda p: (
+                -pack_key(p.score, self.costs.line(p.candidate), settings),
+                p.candidate.id,
+            )
+        )
+        return picks
+
+    def _finish(
+        self,
+        taken: list[_Pick],
+        left: list[_Pick],
+        considered: Iterable[_Pick],
+        budget: int,
+        trace: bool,
+    ) -> ResolveResult:
+        """Render; if the assembled text still exceeds the budget, drop the last picks."""
+        dropped = len(left)
+        text = render([p.candidate for p in taken], dropped)
+        used = self.counter.count(text)
+        while used > budget and (taken or text):
+            if not taken:
+                text, used = "", 0
+                break
+            last = taken.pop()
+            last.reason = "left: budget"
+            if last.matched:
+                left.append(last)
+                dropped += 1
+            text = render([p.candidate for p in taken], dropped)
+            used = self.counter.count(text)
+        hot_overflow = any(p.phase == "hot" for p in left)
+        tiers = tuple(dict.fromkeys(p.phase for p in taken))
+        once_ids = tuple(p.candidate.id for p in taken if p.phase == "hot" and p.candidate.once)
+        rows = [_trace_row(p) for p in considered] if trace else []
+        return ResolveResult(
+            text=text,
+            items=[p.candidate for p in taken],
+            tokens_used=used,
+            tiers_used=tiers,
+            dropped=dropped,
+            hot_overflow=hot_overflow,
+            trace=rows,
+            once_ids=once_ids,
+        )
+
+
+def _priority(candidate: Candidate) -> tuple[int, int, datetime, str]:
+    """Hot order: L1 before L2 before L3, then more important, then older."""
+    return (_LAYER_RANK[candidate.layer], -candidate.importance, candidate.created_at, candidate.id)
+
+
+def _trace_row(pick: _Pick) -> dict[str, Any]:
+    return {
+        "id": pick.candidate.id,
+        "key": pick.candidate.key,
+        "layer": pick.candidate.layer,
+        "phase": pick.phase,
+        "bm25": round(pick.bm25, 4),
+        "score": round(pick.score, 4),
+        "tokens": pick.cost,
+        "reason": pick.reason,
+    }

@@ -1,0 +1,265 @@
+"""Resolve: the budget is a hard ceiling, tiers come in order, triggers are safe, traces explain."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mnemod.domain.framing import note_line
+from mnemod.domain.resolve import Candidate, Resolver
+from mnemod.tokens import TokenCounter, token_counter
+
+NOW = datetime(2024, 6, 1, 12, 0, tzinfo=UTC)
+T0 = datetime(2024, 5, 1, 9, 0, tzinfo=UTC)
+
+
+@pytest.fixture(scope="module")
+def counter() -> TokenCounter:
+    return token_counter("cl100k_base")
+
+
+def mem(
+    id: str,
+    content: str,
+    *,
+    layer: str = "l3",
+    tier: str = "cold",
+    triggers: tuple[str, ...] = (),
+    once: bool = False,
+    importance: int = 3,
+    at: datetime = T0,
+    access_count: int = 0,
+) -> Candidate:
+    return Candidate(
+        id=id,
+        layer=layer,  # type: ignore[arg-type]
+        type="context",
+        content=content,
+        created_at=at,
+        last_accessed_at=at,
+        tier=tier,
+        triggers=triggers,
+        once=once,
+        importance=importance,
+        access_count=access_count,
+        key=id,
+    )
+
+
+def resolver_with(counter: TokenCounter, *items: Candidate) -> Resolver:
+    resolver = Resolver(counter)
+    for item in items:
+        resolver.upsert(item)
+    return resolver
+
+
+def ids(result: object) -> list[str]:
+    return [c.id for c in result.items]  # type: ignore[attr-defined]
+
+
+def test_tiers_in_order_and_text_shape(counter: TokenCounter) -> None:
+    resolver = resolver_with(
+        counter,
+        mem("fact", "The user is Dana.", layer="l1"),
+        mem("pin", "Dana works in Lisbon.", tier="hot"),
+        mem("bill", "Invoices go out on the 1st.", tier="warm", triggers=(r"\binvoice",)),
+        mem("k8s", "Clusters run k3s.", tier="warm", triggers=(r"\bk8s\b",)),
+        mem("hist", "The invoice export failed in May.", at=T0 + timedelta(days=3)),
+        mem("other", "Lunch was pizza."),
+    )
+    result = resolver.resolve("Why is the invoice late?", 500, NOW)
+    assert ids(result)[:3] == ["fact", "pin", "bill"]
+    assert "hist" in ids(result)
+    assert "k8s" not in ids(result) and "other" not in ids(result)
+    assert result.tiers_used == ("hot", "warm", "cold")
+    assert result.text.startswith("Memory:\n- The user is Dana.")
+    assert "[2024-05-04]\n- The invoice export failed in May." in result.text
+    assert result.tokens_used == counter.count(result.text) <= 500
+    assert result.dropped == 0 and not result.hot_overflow
+
+
+def test_once_items_once_per_session(counter: TokenCounter) -> None:
+    resolver = resolver_with(
+        counter, mem("greet", "Say hello to Dana first.", layer="l1", once=True)
+    )
+    first = resolver.resolve("hi", 200, NOW)
+    assert ids(first) == ["greet"] and first.once_ids == ("greet",)
+    again = resolver.resolve("hi", 200, NOW, seen_once=set(first.once_ids))
+    assert ids(again) == [] and again.text == "" and again.dropped == 0
+    other_session = resolver.resolve("hi", 200, NOW, seen_once=set())
+    assert ids(other_session) == ["greet"]
+
+
+def test_invalid_trigger_is_skipped_not_fatal(counter: TokenCounter) -> None:
+    resolver = resolver_with(
+        counter,
+        mem("bad", "Never shown by trigger.", tier="warm", triggers=(r"(a)\1", "(unclosed")),
+        mem("mixed", "Shown by the second trigger.", tier="warm", triggers=("[", r"(?i)PRICING")),
+    )
+    result = resolver.resolve("what is the pricing?", 200, NOW)
+    assert ids(result) == ["mixed"]
+
+
+def test_hostile_regex_does_not_hang(counter: TokenCounter) -> None:
+    hostile = "(a+)+$"  # catastrophic backtracking in a backtracking engine
+    resolver = resolver_with(counter, mem("evil", "x", tier="warm", triggers=(hostile, "(x+x+)+y")))
+    prompt = "a" * 50_000 + "!"
+    started = time.perf_counter()
+    resolver.resolve(prompt, 200, NOW)
+    assert time.perf_counter() - started < 2.0
+
+
+def test_overflow_note_counts_left_out_matches(counter: TokenCounter) -> None:
+    items = [mem(f"m{i}", f"Note {i} about the garden roses and tulips.") for i in range(40)]
+    resolver = resolver_with(counter, *items)
+    result = resolver.resolve("garden roses", 60, NOW)
+    assert 0 < len(result.items) < 40
+    assert result.dropped == 40 - len(result.items)
+    assert result.text.endswith(note_line(result.dropped))
+    assert result.tokens_used == counter.count(result.text) <= 60
+
+
+def test_hot_overflow_trimmed_by_priority_and_flagged(counter: TokenCounter) -> None:
+    long = "word " * 80
+    resolver = resolver_with(
+        counter,
+        mem("l1", "Core identity fact.", layer="l1"),
+        mem("big", long, tier="hot", importance=5),
+        mem("small", "A small hot fact.", tier="hot", importance=2),
+    )
+    result = resolver.resolve("anything", 40, NOW)
+    assert result.hot_overflow
+    assert "big" not in ids(result)
+    assert ids(result)[0] == "l1"
+    assert result.dropped >= 1
+    assert result.tokens_used <= 40
+    assert "left out" in result.text
+
+
+def test_trace_reasons(counter: TokenCounter) -> None:
+    items = [mem(f"m{i}", f"Tulip bulbs note number {i} " + "filler " * i) for i in range(12)]
+    resolver = resolver_with(counter, *items)
+    result = resolver.resolve("tulip bulbs", 80, NOW, trace=True)
+    reasons = {row["id"]: row["reason"] for row in result.trace}
+    assert {reasons[i] for i in ids(result)} == {"taken"}
+    assert any(r == "left: budget" for r in reasons.values())
+    row = result.trace[0]
+    assert {"id", "key", "layer", "phase", "bm25", "score", "tokens", "reason"} <= set(row)
+    assert not resolver.resolve("tulip bulbs", 80, NOW).trace
+
+
+def test_frecency_is_a_mild_prior_among_matches(counter: TokenCounter) -> None:
+    strong = mem("strong", "Rust borrow checker lifetimes explained with examples.")
+    popular = mem("popular", "Rust toolchain notes.", access_count=50, at=T0 + timedelta(days=1))
+    unrelated = mem(
+        "unrelated", "Sourdough starter feeding.", access_count=500, at=T0 + timedelta(days=2)
+    )
+    resolver = resolver_with(counter, strong, popular, unrelated)
+    result = resolver.resolve("rust borrow checker lifetimes", 1000, NOW, trace=True)
+    assert ids(result)[0] == "strong"
+    assert "unrelated" not in ids(result)
+
+
+def test_upsert_and_remove_keep_index_in_step(counter: TokenCounter) -> None:
+    resolver = resolver_with(counter, mem("a", "The cat sat."))
+    assert ids(resolver.resolve("cat", 100, NOW)) == ["a"]
+    resolver.upsert(replace(resolver.get("a") or mem("a", ""), content="The dog sat."))
+    assert ids(resolver.resolve("cat", 100, NOW)) == []
+    assert ids(resolver.resolve("dog", 100, NOW)) == ["a"]
+    assert resolver.remove("a") and not resolver.remove("a")
+    assert ids(resolver.resolve("dog", 100, NOW)) == [] and len(resolver) == 0
+
+
+def test_neighbour_of_a_hit_comes_along(counter: TokenCounter) -> None:
+    question = mem("q", "Melanie: What did you paint last week?", at=T0)
+    answer = mem("a", "Caroline: A sunrise over the lake, my favourite so far.", at=T0)
+    far = mem("far", "Caroline: Completely unrelated chat.", at=T0 + timedelta(days=30))
+    resolver = Resolver(counter)
+    for item in (question, answer, far):
+        resolver.upsert(item)
+    result = resolver.resolve("What did Melanie paint?", 500, NOW)
+    assert ids(result)[:2] == ["q", "a"]
+    assert "far" not in ids(result)
+
+
+def test_zero_budget_is_empty(counter: TokenCounter) -> None:
+    resolver = resolver_with(counter, mem("a", "Something", layer="l1"))
+    result = resolver.resolve("x", 0, NOW)
+    assert result.text == "" and result.tokens_used == 0 and result.items == []
+
+
+WORDS = st.sampled_from(
+    [
+        "garden",
+        "rose",
+        "invoice",
+        "price",
+        "Caroline:",
+        "café",
+        "日本語",
+        "😀",
+        "\n",
+        "—",
+        "x" * 30,
+        "42",
+    ]
+)
+CANDIDATE = st.builds(
+    lambda words, tier, layer, once, imp, day, trig: (
+        " ".join(words),
+        tier,
+        layer,
+        once,
+        imp,
+        day,
+        trig,
+    ),
+    st.lists(WORDS, min_size=1, max_size=30),
+    st.sampled_from(["hot", "warm", "cold", "cold"]),
+    st.sampled_from(["l1", "l2", "l3", "l3"]),
+    st.booleans(),
+    st.integers(1, 5),
+    st.integers(0, 40),
+    st.sampled_from([(), ("garden",), ("(",), ("pri.e",)]),
+)
+
+
+@settings(
+    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    specs=st.lists(CANDIDATE, max_size=40),
+    budget=st.integers(0, 400),
+    prompt=st.lists(WORDS, min_size=1, max_size=6).map(" ".join),
+)
+def test_budget_is_never_exceeded(
+    counter: TokenCounter,
+    specs: list[tuple[str, str, str, bool, int, int, tuple[str, ...]]],
+    budget: int,
+    prompt: str,
+) -> None:
+    resolver = Resolver(counter)
+    for n, (content, tier, layer, once, imp, day, trig) in enumerate(specs):
+        resolver.upsert(
+            mem(
+                f"c{n}",
+                content,
+                layer=layer,
+                tier=tier,
+                once=once,
+                importance=imp,
+                triggers=trig,
+                at=T0 + timedelta(hours=day),
+            )
+        )
+    result = resolver.resolve(prompt, budget, NOW, trace=True)
+    assert result.tokens_used == counter.count(result.text) <= budget
+    assert len({c.id for c in result.items}) == len(result.items)
+    assert result.dropped >= 0
+    if result.dropped and result.text:
+        assert result.text.endswith(note_line(result.dropped))
