@@ -15,6 +15,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import structlog
+
 from mnemod.clock import Clock, clock_from_env
 from mnemod.config import Config, load_config
 from mnemod.domain.gc import GcReport
@@ -127,6 +129,10 @@ def open_store(
     actor: str = "api",
 ) -> Store:
     """Open a namespace for writing (takes the namespace lock until `close`)."""
+    if not structlog.is_configured():
+        # A library does not print: route its events to stdlib logging, whose defaults
+        # (warnings and worse to stderr) the application controls.
+        structlog.configure(logger_factory=structlog.stdlib.LoggerFactory())
     settings = config if isinstance(config, Config) else load_config(config)
     paths = NamespacePaths(Path(data_dir), check_namespace(namespace))
     l1 = Path(l1_dir) if l1_dir is not None else resolve_l1_dir(settings, Path(data_dir))

@@ -4,14 +4,27 @@ from __future__ import annotations
 
 import re
 import secrets
+import threading
 from datetime import datetime
 
 _ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:\-]{0,63}")
 
 
+_last = (0, 0)
+_lock = threading.Lock()
+
+
 def new_id(now: datetime) -> str:
-    value = (int(now.timestamp() * 1000) << 80) | secrets.randbits(80)
+    """Monotonic within a process: ids made in the same millisecond sort in creation order
+    (the random part is incremented), so sorting by id keeps insertion order."""
+    global _last
+    ms = int(now.timestamp() * 1000)
+    with _lock:
+        last_ms, last_rand = _last
+        rand = last_rand + 1 if ms == last_ms and last_rand < (1 << 80) - 1 else secrets.randbits(79)
+        _last = (ms, rand)
+    value = (ms << 80) | rand
     chars = []
     for _ in range(26):
         chars.append(_ALPHABET[value & 31])

@@ -111,8 +111,9 @@ def _parse(path: Path) -> L3Snapshot:
 
 
 def save_index(path: Path, snapshot: L3Snapshot, now: datetime) -> None:
-    """Write durably; the previous good file becomes index.json.bak."""
-    entries = sorted(snapshot.entries, key=lambda e: (e.created_at, e.id))
+    """Write durably; the previous good file becomes index.json.bak. Entries keep their
+    order (insertion order), which resolve uses to tell conversation neighbours apart."""
+    entries = snapshot.entries
     document = {
         "format": FORMAT,
         "last_event_id": snapshot.last_event_id,
