@@ -15,12 +15,18 @@ class Cli:
         self.data_dir = data_dir
         self.now = "2026-03-01T09:00:00Z"
 
-    def run(self, *args: str, expect: int = 0, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, *args: str, expect: int = 0, stdin: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOD_")}
         env.update({"MNEMOD_NOW": self.now, "MNEMOD_DATA_DIR": str(self.data_dir)})
         done = subprocess.run(
             [sys.executable, "-m", "mnemod.cli.main", *args],
-            env=env, capture_output=True, text=True, input=stdin, timeout=60,
+            env=env,
+            capture_output=True,
+            text=True,
+            input=stdin,
+            timeout=60,
         )
         assert done.returncode == expect, (done.returncode, done.stdout, done.stderr)
         return done

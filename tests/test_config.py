@@ -72,6 +72,9 @@ def test_env_error_names_the_variable() -> None:
 def test_redaction() -> None:
     assert redact_url("redis://app:s3cret@host:6379/0") == "redis://app:***@host:6379/0"
     assert redact_url("rediss://:s3cret@host") == "rediss://:***@host"
-    assert redact_url("unix:///run/r.sock?password=s3cret&db=1") == "unix:///run/r.sock?password=***&db=1"
+    assert (
+        redact_url("unix:///run/r.sock?password=s3cret&db=1")
+        == "unix:///run/r.sock?password=***&db=1"
+    )
     config = load_config({"redis": {"url": "redis://u:pw@h:1/0"}}, environ={})
     assert "pw" not in str(config_as_tree(config))

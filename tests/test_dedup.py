@@ -14,11 +14,19 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 def entry(entry_id: str, keywords: list[str], minutes: int = 0, **fields: object) -> Entry:
     at = T0 + timedelta(minutes=minutes)
-    return Entry(entry_id, "context", " ".join(keywords), at, at, at, None, keywords=keywords, **fields)  # type: ignore[arg-type]
+    return Entry(
+        entry_id, "context", " ".join(keywords), at, at, at, None, keywords=keywords, **fields
+    )  # type: ignore[arg-type]
 
 
 def test_keywords_are_unicode_aware() -> None:
-    assert extract_keywords("Le café est naïve; 日本語 too") == ["le", "café", "est", "naïve", "日本語"]
+    assert extract_keywords("Le café est naïve; 日本語 too") == [
+        "le",
+        "café",
+        "est",
+        "naïve",
+        "日本語",
+    ]
     assert "caf" not in extract_keywords("café")
     assert extract_keywords("User likes TypeScript") == ["user", "like", "typescript"]
     assert extract_keywords("the THE The") == []

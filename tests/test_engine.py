@@ -91,7 +91,9 @@ def test_invalid_input_names_the_field(store: mnemod.Store) -> None:
         store.add("x" * 70000)
 
 
-def test_gc_expires_to_archive_with_reason(tmp_path: Path, store: mnemod.Store, clock: FixedClock) -> None:
+def test_gc_expires_to_archive_with_reason(
+    tmp_path: Path, store: mnemod.Store, clock: FixedClock
+) -> None:
     short = store.add("Sprint 12 is half done", type="progress")
     keep = store.add("User prefers dark mode", type="preference")
     clock.advance(timedelta(days=8))
@@ -126,7 +128,9 @@ def test_gc_merges_without_chaining(tmp_path: Path, clock: FixedClock) -> None:
     store.close()
 
 
-def test_promotion_manual_and_back_through_get(tmp_path: Path, store: mnemod.Store, clock: FixedClock) -> None:
+def test_promotion_manual_and_back_through_get(
+    tmp_path: Path, store: mnemod.Store, clock: FixedClock
+) -> None:
     entry = store.add("Prod DB is postgres 16 on db1", type="relation")
     for _ in range(3):
         store.access(entry.id)
@@ -154,13 +158,18 @@ def test_promotion_auto_policy(tmp_path: Path, clock: FixedClock) -> None:
     store.close()
 
 
-def test_history_tells_a_merged_entry_story(tmp_path: Path, store: mnemod.Store, clock: FixedClock) -> None:
+def test_history_tells_a_merged_entry_story(
+    tmp_path: Path, store: mnemod.Store, clock: FixedClock
+) -> None:
     first = store.add("User likes TypeScript")
     store.add("User likes TypeScript a lot")
     folded_id = store.get(first.id).merged_from[0]
     ops = [r["op"] for r in story(tmp_path / "data" / "default" / "history.jsonl", first.id)]
     assert ops == ["add", "merge"]
-    assert [r["op"] for r in story(tmp_path / "data" / "default" / "history.jsonl", folded_id)] == ["add", "merge"]
+    assert [r["op"] for r in story(tmp_path / "data" / "default" / "history.jsonl", folded_id)] == [
+        "add",
+        "merge",
+    ]
 
 
 def test_second_writer_is_refused(tmp_path: Path, store: mnemod.Store, clock: FixedClock) -> None:
@@ -168,7 +177,9 @@ def test_second_writer_is_refused(tmp_path: Path, store: mnemod.Store, clock: Fi
         reopen(tmp_path, clock)
 
 
-def test_index_survives_reopen_and_keeps_a_backup(tmp_path: Path, store: mnemod.Store, clock: FixedClock) -> None:
+def test_index_survives_reopen_and_keeps_a_backup(
+    tmp_path: Path, store: mnemod.Store, clock: FixedClock
+) -> None:
     entry = store.add("Cat is called Miso")
     store.add("Dog is called Bao")
     store.close()
@@ -181,18 +192,22 @@ def test_index_survives_reopen_and_keeps_a_backup(tmp_path: Path, store: mnemod.
     again.close()
 
 
-def test_corrupt_index_is_never_overwritten(tmp_path: Path, store: mnemod.Store, clock: FixedClock) -> None:
+def test_corrupt_index_is_never_overwritten(
+    tmp_path: Path, store: mnemod.Store, clock: FixedClock
+) -> None:
     store.add("Cat is called Miso")
     store.close()
     index = tmp_path / "data" / "default" / "l3" / "index.json"
     index.write_text('{"format": "mnemod.l3/1", "entries": [')
     index.with_name("index.json.bak").write_text("garbage")
-    with pytest.raises(CorruptIndexError, match="index.json"):
+    with pytest.raises(CorruptIndexError, match=r"index\.json"):
         reopen(tmp_path, clock)
     assert index.read_text() == '{"format": "mnemod.l3/1", "entries": ['
 
 
-def test_corrupt_index_recovers_from_backup(tmp_path: Path, store: mnemod.Store, clock: FixedClock) -> None:
+def test_corrupt_index_recovers_from_backup(
+    tmp_path: Path, store: mnemod.Store, clock: FixedClock
+) -> None:
     store.add("Cat is called Miso")
     store.add("Dog is called Bao")  # the .bak now holds the first entry
     store.close()
@@ -201,7 +216,7 @@ def test_corrupt_index_recovers_from_backup(tmp_path: Path, store: mnemod.Store,
     again = reopen(tmp_path, clock)
     assert [e.content for e in again.list()] == ["Cat is called Miso"]
     again.close()
-    assert list(index.parent.glob("index.json.corrupt-*"))[0].read_text() == "{truncated"
+    assert next(iter(index.parent.glob("index.json.corrupt-*"))).read_text() == "{truncated"
 
 
 def test_remove_archives(tmp_path: Path, store: mnemod.Store) -> None:

@@ -8,8 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mnemod.config import load_config
-from mnemod.domain.retention import lifetime, retention_score
 from mnemod.domain.model import Entry
+from mnemod.domain.retention import lifetime, retention_score
 
 TTL = load_config(None, environ={}).ttl
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -49,18 +49,24 @@ def test_a_configured_ttl_longer_than_the_cap_is_kept() -> None:
     importance=st.integers(1, 4),
     accesses=st.integers(0, 50),
 )
-def test_lifetime_is_monotone_in_importance_and_accesses(type_: str, importance: int, accesses: int) -> None:
+def test_lifetime_is_monotone_in_importance_and_accesses(
+    type_: str, importance: int, accesses: int
+) -> None:
     base = lifetime(TTL, type_, importance, accesses)
     assert lifetime(TTL, type_, importance + 1, accesses) >= base
     assert lifetime(TTL, type_, importance, accesses + 1) >= base
 
 
 def _entry(importance: int, accesses: int, last: datetime) -> Entry:
-    return Entry("x", "context", "c", T0, T0, last, None, importance=importance, access_count=accesses)
+    return Entry(
+        "x", "context", "c", T0, T0, last, None, importance=importance, access_count=accesses
+    )
 
 
 @given(importance=st.integers(1, 4), accesses=st.integers(0, 50), days=st.integers(0, 200))
-def test_retention_score_rises_with_importance_and_accesses(importance: int, accesses: int, days: int) -> None:
+def test_retention_score_rises_with_importance_and_accesses(
+    importance: int, accesses: int, days: int
+) -> None:
     now = T0 + timedelta(days=days)
     score = retention_score(TTL, _entry(importance, accesses, T0), now)
     assert retention_score(TTL, _entry(importance + 1, accesses, T0), now) >= score

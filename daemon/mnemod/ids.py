@@ -22,7 +22,9 @@ def new_id(now: datetime) -> str:
     ms = int(now.timestamp() * 1000)
     with _lock:
         last_ms, last_rand = _last
-        rand = last_rand + 1 if ms == last_ms and last_rand < (1 << 80) - 1 else secrets.randbits(79)
+        rand = (
+            last_rand + 1 if ms == last_ms and last_rand < (1 << 80) - 1 else secrets.randbits(79)
+        )
         _last = (ms, rand)
     value = (ms << 80) | rand
     chars = []

@@ -1,0 +1,133 @@
+"""The agent examples of docs/agents.md, run as a user would against a real `mnemod run`:
+redis-cli, Python with `mnemod.client`, Python with plain redis-py, and Node.js with the
+`redis` npm package. Each example adds a memory, accesses it, resolves over RPC and reads
+the hot layer; each test then checks the effects in Redis.
+
+The Node example needs node (18+) and npm: its dependencies are installed with `npm ci`
+into a temporary copy of examples/node, so the work tree is left alone.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from daemon_proc import managed
+from helpers import wait_until
+from mnemod.client import Client
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+DOC = ROOT / "docs" / "agents.md"
+CONTENT = "The user prefers metric units and the Asia/Taipei timezone."
+NODE_HINT = (
+    "the Node example test needs Node.js 18+ and npm on PATH "
+    "(Debian/Ubuntu: apt-get install -y nodejs npm)"
+)
+
+
+@pytest.fixture
+def daemon_url(tmp_path: Path) -> Iterator[str]:
+    """A fresh daemon per example, so each example's add really adds."""
+    with managed(tmp_path) as factory:
+        proc = factory.daemon(factory.data_dir()).start()
+        url = proc.url_from_stdout()
+        proc.wait_log("daemon.running")
+        yield url
+
+
+@pytest.fixture(scope="session")
+def node_example(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of examples/node with its locked dependencies installed."""
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        pytest.fail(f"node or npm not found: {NODE_HINT}")
+    version = subprocess.run([node, "--version"], capture_output=True, text=True, check=True)
+    major = int(re.match(r"v(\d+)", version.stdout.strip()).group(1))  # type: ignore[union-attr]
+    if major < 18:
+        pytest.fail(f"node {version.stdout.strip()} is too old: {NODE_HINT}")
+    folder = tmp_path_factory.mktemp("node-example")
+    for name in ("package.json", "package-lock.json", "agent.mjs"):
+        shutil.copy2(EXAMPLES / "node" / name, folder / name)
+    done = subprocess.run(
+        [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    if done.returncode != 0:
+        pytest.fail(f"npm ci failed in a copy of examples/node:\n{done.stdout}\n{done.stderr}")
+    return folder
+
+
+def run_example(args: list[str], url: str, cwd: Path = ROOT) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOD_")}
+    env.update({"REDIS_URL": url, "MNEMOD_NAMESPACE": "default"})
+    done = subprocess.run(
+        args, cwd=cwd, env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, f"{args} failed:\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+def check_effects(url: str, output: str) -> None:
+    """The memory was added once, accessed (the access event and the resolve both count),
+    resolved into the context text, and listed as a hot item."""
+    assert "Asia/Taipei" in output
+    with Client(url) as memory:
+        item = memory.get("user.prefs")
+        assert item is not None
+        assert item["content"] == CONTENT
+        assert f"hot: {item['id']} {CONTENT}" in output
+        assert wait_until(lambda: (memory.get("user.prefs") or {}).get("access_count", 0) >= 2)
+        assert [i["content"] for i in memory.hot("l3", limit=None)] == [CONTENT]
+        assert memory.redis.xlen(memory.keys.dead) == 0
+
+
+def test_redis_cli_example(daemon_url: str) -> None:
+    if shutil.which("redis-cli") is None:
+        pytest.fail("redis-cli is not on PATH (Debian/Ubuntu: apt-get install -y redis-tools)")
+    output = run_example(["bash", str(EXAMPLES / "redis-cli.sh")], daemon_url)
+    assert '"ok": true' in output
+    check_effects(daemon_url, output)
+
+
+def test_python_client_example(daemon_url: str) -> None:
+    output = run_example([sys.executable, str(EXAMPLES / "agent.py")], daemon_url)
+    check_effects(daemon_url, output)
+
+
+def test_python_redis_example(daemon_url: str) -> None:
+    output = run_example([sys.executable, str(EXAMPLES / "python_redis.py")], daemon_url)
+    check_effects(daemon_url, output)
+
+
+def test_node_example(daemon_url: str, node_example: Path) -> None:
+    node = shutil.which("node")
+    assert node is not None
+    output = run_example([node, "agent.mjs"], daemon_url, cwd=node_example)
+    check_effects(daemon_url, output)
+
+
+def test_doc_shows_the_tested_code() -> None:
+    """Every code block of docs/agents.md marked `<!-- example: path -->` is a verbatim
+    excerpt of that example file, so the docs cannot drift from the code the tests run."""
+    text = DOC.read_text()
+    blocks = re.findall(r"<!-- example: (\S+) -->\s*```[a-z]*\n(.*?)```", text, re.S)
+    assert {path for path, _ in blocks} == {
+        "examples/redis-cli.sh",
+        "examples/agent.py",
+        "examples/python_redis.py",
+        "examples/node/agent.mjs",
+    }
+    for path, block in blocks:
+        assert block.strip() in (ROOT / path).read_text(), f"docs/agents.md differs from {path}"
