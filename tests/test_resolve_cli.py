@@ -1,0 +1,64 @@
+"""`mnemod resolve` and the Claude Code hook, on the files (no daemon)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+
+def run(data: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOD_")}
+    env.update({"MNEMOD_DATA_DIR": str(data), "MNEMOD_NOW": "2026-03-01T09:00:00Z"})
+    return subprocess.run(
+        [sys.executable, "-m", "mnemod.cli.main", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        input=stdin,
+        timeout=60,
+    )
+
+
+def test_resolve_stays_within_budget_and_traces(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    run(data, "add", "The cat is named Miso and sleeps on the sofa")
+    run(data, "add", "Deploys happen on Fridays after the standup", "--type", "progress")
+    out = run(data, "resolve", "what is the cat called?", "--budget", "60", "--trace", "--json")
+    assert out.returncode == 0, out.stderr
+    payload = json.loads(out.stdout)
+    assert "Miso" in payload["text"]
+    assert payload["tokens_used"] <= 60
+    assert any(row.get("reason") for row in payload["trace"])
+    listed = json.loads(run(data, "list", "--json").stdout)
+    cat = next(e for e in listed if "Miso" in e["content"])
+    assert cat["access_count"] == 1  # resolve records accesses, as agents use it
+
+
+def test_hook_prints_additional_context(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    (data / "l1").mkdir(parents=True)
+    (data / "l1" / "rules.md").write_text("Always answer in British English.\n")
+    run(data, "add", "The cat is named Miso")
+    hook_input = json.dumps(
+        {
+            "session_id": "s1",
+            "hook_event_name": "UserPromptSubmit",
+            "prompt": "what is my cat called?",
+        }
+    )
+    out = run(data, "hook", "claude-code", stdin=hook_input)
+    assert out.returncode == 0, out.stderr
+    output = json.loads(out.stdout)["hookSpecificOutput"]
+    assert output["hookEventName"] == "UserPromptSubmit"
+    assert "Miso" in output["additionalContext"]
+    assert "British English" in output["additionalContext"]
+
+
+def test_hook_never_blocks_the_prompt(tmp_path: Path) -> None:
+    out = run(tmp_path / "data", "hook", "claude-code", stdin="{not json")
+    assert out.returncode == 0
+    assert out.stdout == ""
+    assert "mnemod hook" in out.stderr

@@ -1,0 +1,30 @@
+"""Token counting: the real BPE offline, and a stated estimate when no encoding exists."""
+
+from __future__ import annotations
+
+import structlog
+
+from mnemod.tokens import estimate_tokens, token_counter
+
+
+def test_cl100k_is_exact_offline() -> None:
+    counter = token_counter("cl100k_base")
+    assert counter.exact
+    assert counter.count("hello world") == 2
+    assert counter.count("User prefers Asia/Taipei") == 6
+    assert counter.count("") == 0
+    assert counter.count("<|endoftext|>") > 1  # special tokens in content are plain text
+
+
+def test_unknown_encoding_falls_back_with_one_warning() -> None:
+    token_counter.cache_clear()
+    with structlog.testing.capture_logs() as logs:
+        counter = token_counter("no_such_encoding")
+        again = token_counter("no_such_encoding")
+    assert counter is again
+    assert not counter.exact
+    assert counter.encoding == "estimate(no_such_encoding)"
+    assert counter.count("abcdefg") == estimate_tokens("abcdefg") == 2
+    warnings = [entry for entry in logs if entry["event"] == "tokens.fallback"]
+    assert len(warnings) == 1
+    assert warnings[0]["log_level"] == "warning"
