@@ -97,3 +97,14 @@ def test_corrupt_index_exits_1_and_is_left_alone(tmp_path: Path) -> None:
     err = cli.run("add", "Dog is called Bao", expect=1).stderr
     assert "index.json" in err and "not valid JSON" in err
     assert index.read_text() == "{oops"
+
+
+def test_dedupe_report_lists_candidates_for_review(tmp_path: Path) -> None:
+    cli = Cli(tmp_path / "data")
+    cli.run("add", "The office wifi password rotates every month", "--type", "context")
+    cli.run("add", "The office wifi password rotates each quarter now", "--type", "context")
+    rows = cli.json("dedupe", "--report", "--threshold", "0.3")
+    assert len(rows) == 1
+    assert rows[0]["score"] >= 0.3 and "would_merge" in rows[0]
+    text = cli.run("dedupe", "--report", "--threshold", "0.3").stdout
+    assert "wifi" in text

@@ -242,3 +242,40 @@ def test_access_of_a_merged_id_reaches_the_survivor(store: mnemod.Store) -> None
     folded = store.get(first.id).merged_from[0]
     assert store.access(folded).id == first.id
     assert len(store.list()) == 1
+
+
+def test_a_persons_l2_edit_survives_the_next_promotion(tmp_path: Path, store: mnemod.Store) -> None:
+    first = store.add("Prod DB is postgres 16", type="relation")
+    store.promote(first.id)
+    md = tmp_path / "data" / "default" / "l2" / "relation.md"
+    md.write_text(md.read_text().replace("postgres 16", "postgres 17 since March"))
+    second = store.add("Cache is redis 7 on cache1", type="relation")
+    store.promote(second.id)
+    text = md.read_text()
+    assert "postgres 17 since March" in text and "redis 7 on cache1" in text
+    assert store.get(first.id).content == "Prod DB is postgres 17 since March"
+
+
+def test_a_broken_l2_file_is_never_overwritten(tmp_path: Path, clock: FixedClock) -> None:
+    store = mnemod.open(tmp_path / "data", clock=clock)
+    first = store.add("Prod DB is postgres 16", type="relation")
+    store.promote(first.id)
+    store.close()
+    md = tmp_path / "data" / "default" / "l2" / "relation.md"
+    broken = md.read_text().replace('"importance": 3', '"importance": "high"')
+    md.write_text(broken)
+    again = mnemod.open(tmp_path / "data", clock=clock)
+    second = again.add("Cache is redis 7 on cache1", type="relation")
+    with pytest.raises(mnemod.errors.CorruptFileError, match=r"relation\.md:\d+"):
+        again.promote(second.id)
+    assert md.read_text() == broken
+    assert again.engine.layer_of(again.get(second.id)) == "l3"  # still safe in L3
+    again.close()
+
+
+def test_update_recomputes_keywords_tokens_and_ttl(store: mnemod.Store) -> None:
+    entry = store.add("Standup is at 10:00", type="progress")
+    updated = store.update(entry.id, content="Standup moved to 11:30 on Mondays", importance=5)
+    assert "monday" in updated.keywords
+    assert updated.expires_at == T0 + timedelta(days=14)
+    assert updated.tokens > entry.tokens or updated.tokens > 0
