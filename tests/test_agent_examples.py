@@ -111,6 +111,7 @@ def test_python_redis_example(daemon_url: str) -> None:
     check_effects(daemon_url, output)
 
 
+@pytest.mark.timeout(420)  # the first use installs the node dependencies (npm ci)
 def test_node_example(daemon_url: str, node_example: Path) -> None:
     node = shutil.which("node")
     assert node is not None

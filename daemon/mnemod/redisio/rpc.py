@@ -13,6 +13,7 @@ from typing import Any
 
 from mnemod.domain.resolve import ResolveResult
 from mnemod.errors import InvalidInputError
+from mnemod.redisio.keys import Keys
 
 REPLY_TTL_SECONDS = 60
 MAX_PROMPT_CHARS = 100_000
@@ -30,20 +31,25 @@ class ResolveRequest:
     reply_to: str
 
 
-def reply_target(raw: dict[str, str], prefix: str) -> str | None:
-    """The usable `reply_to` of a request, or None: any key of the caller's choosing except
-    mnemod's own (a request must not be able to overwrite the hot layer)."""
+def reply_target(raw: dict[str, str], keys: Keys) -> str | None:
+    """The usable `reply_to` of a request, or None: the namespace's reply lists
+    (`mnemod:{ns}:reply:<token>`) or any key outside mnemod's own (a request must not be
+    able to overwrite the hot layer)."""
     target = raw.get("reply_to", "")
-    if not target or len(target) > 200 or target.startswith(f"{prefix}:{{"):
+    if not target or len(target) > 200:
+        return None
+    if target.startswith(keys.reply("")) and len(target) > len(keys.reply("")):
+        return target
+    if target.startswith(f"{keys.prefix}:{{"):
         return None
     return target
 
 
 def parse_request(
-    request_id: str, raw: dict[str, str], prefix: str, max_budget: int = MAX_BUDGET
+    request_id: str, raw: dict[str, str], keys: Keys, max_budget: int = MAX_BUDGET
 ) -> ResolveRequest:
     where = f"rpc {request_id}"
-    reply_to = reply_target(raw, prefix)
+    reply_to = reply_target(raw, keys)
     if reply_to is None:
         raise InvalidInputError("reply_to", "missing, too long, or one of mnemod's own keys", where)
     op = raw.get("op", "")

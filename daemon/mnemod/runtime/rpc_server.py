@@ -34,9 +34,9 @@ class RpcServer:
     def handle(self, request_id: str, raw: dict[str, str]) -> None:
         started = time.perf_counter()
         try:
-            request = parse_request(request_id, raw, self.keys.prefix)
+            request = parse_request(request_id, raw, self.keys)
         except InvalidInputError as exc:
-            target = reply_target(raw, self.keys.prefix)
+            target = reply_target(raw, self.keys)
             if target is None:
                 fields = {**raw, "error": str(exc), "event_id": request_id, "stream": "rpc"}
                 self.client.xadd(self.keys.dead, fields)  # type: ignore[arg-type]

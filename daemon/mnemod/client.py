@@ -1,0 +1,476 @@
+"""A small client for agents that talk to a running mnemod daemon through Redis.
+
+    from mnemod.client import Client
+
+    with Client("unix:///path/to/.mnemod/redis/redis.sock") as memory:
+        item_id = memory.add("User prefers Asia/Taipei", type="preference", key="user.tz")
+        memory.access("user.tz")
+        answer = memory.resolve("what timezone am I in?", budget=500)
+        print(answer["text"])
+
+Writes are events on `<prefix>:{ns}:events`: the daemon validates and applies them in the
+background, so a write returns as soon as Redis has it (`wait_applied` waits for the daemon).
+`add` picks the entry id on the client side, so re-sending the same add after a network error
+stores the memory once. Reads come straight from the hot layer; `resolve` is a request on the
+rpc stream answered on a list of our own. The daemon stays the authority on what is valid:
+the checks here only catch the obvious mistakes before they travel.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from types import TracebackType
+from typing import Any, cast
+
+import redis
+
+from mnemod.clock import utcnow
+from mnemod.domain.model import TIERS
+from mnemod.domain.validation import UPDATABLE
+from mnemod.errors import InvalidInputError, MnemodError, RedisUnavailableError
+from mnemod.ids import is_valid_id, new_id
+from mnemod.redisio.connection import connect
+from mnemod.redisio.events import stream_id_key
+from mnemod.redisio.hot_layer import HotItem
+from mnemod.redisio.keys import GROUP, Keys
+from mnemod.redisio.rpc import MAX_BUDGET, MAX_PROMPT_CHARS
+
+__all__ = [
+    "Client",
+    "ClientError",
+    "EventRejectedError",
+    "NoAnswerError",
+    "RequestRejectedError",
+]
+
+DEFAULT_TIMEOUT = 5.0
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+
+class ClientError(MnemodError):
+    """Root of the errors this client raises about the daemon's answers."""
+
+
+class NoAnswerError(ClientError, TimeoutError):
+    """The daemon did not answer (or apply an event) in time: is `mnemod run` running?"""
+
+
+class RequestRejectedError(ClientError):
+    """The daemon answered a resolve request with `{"ok": false, "error": ...}`."""
+
+    def __init__(self, answer: Mapping[str, Any]) -> None:
+        self.answer = dict(answer)
+        self.error = str(answer.get("error") or "no reason given")
+        super().__init__(f"mnemod rejected the request: {self.error}")
+
+
+class EventRejectedError(ClientError):
+    """The daemon could not apply an event and moved it to the dead-letter stream."""
+
+    def __init__(self, event_id: str, error: str) -> None:
+        self.event_id = event_id
+        self.error = error
+        super().__init__(f"mnemod rejected event {event_id}: {error}")
+
+
+class Client:
+    """One namespace of a mnemod daemon, reached through Redis at `url`.
+
+    `url` is what `mnemod run` prints (`unix:///…/redis.sock`) or the daemon's configured
+    `redis.url` (`redis://[user:password@]host:port/db`, `rediss://…`). `prefix` must match the
+    daemon's `redis.prefix`. The client is thread-safe as redis-py is (a connection pool).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        namespace: str = "default",
+        prefix: str = "mnemod",
+        socket_timeout: float = 10.0,
+    ) -> None:
+        self.keys = Keys(prefix, namespace)
+        self.socket_timeout = socket_timeout
+        self.redis: redis.Redis = connect(url, socket_timeout=socket_timeout)
+        self.last_event_id: str | None = None
+        """Stream id of the last event this client sent (for `wait_applied`)."""
+        self._last_id = ""
+        self._id_lock = threading.Lock()
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str,
+        namespace: str = "default",
+        prefix: str = "mnemod",
+        socket_timeout: float = 10.0,
+    ) -> Client:
+        return cls(url, namespace=namespace, prefix=prefix, socket_timeout=socket_timeout)
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def close(self) -> None:
+        self.redis.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Client(namespace={self.keys.namespace!r}, prefix={self.keys.prefix!r})"
+
+    # -- writes (events) -----------------------------------------------------------------
+    def add(
+        self,
+        content: str,
+        type: str | None = None,
+        importance: int | None = None,
+        key: str | None = None,
+        tags: Sequence[str] | None = None,
+        tier: str | None = None,
+        triggers: Sequence[str] | None = None,
+        once: bool | None = None,
+        id: str | None = None,
+        keywords: Sequence[str] | None = None,
+        source: str | None = None,
+        wait: float | None = None,
+    ) -> str:
+        """Queue a new memory and return its id. Arguments left as None take the daemon's
+        defaults (type `context`, importance 3, tier `cold`).
+
+        The id is chosen here (a new sortable id unless given), so sending the same add
+        again is harmless. The daemon may fold a near-duplicate into an existing entry or,
+        when `key` already names an entry, update that one; the id is then not stored.
+        With `wait` (seconds), return only once the daemon has applied the event durably
+        (raises EventRejectedError if it refused it, NoAnswerError on timeout)."""
+        if not isinstance(content, str) or not content.strip():
+            raise InvalidInputError("content", "must be a non-empty string")
+        entry_id = self.new_id() if id is None else id
+        if not isinstance(entry_id, str) or not is_valid_id(entry_id):
+            raise InvalidInputError("id", "use 1–64 letters, digits, '_', '.', ':' or '-'")
+        data: dict[str, Any] = {"content": content, "id": entry_id}
+        optional: dict[str, Any] = {
+            "type": type,
+            "importance": importance,
+            "key": key,
+            "tags": _string_list("tags", tags),
+            "tier": tier,
+            "triggers": _string_list("triggers", triggers),
+            "once": once,
+            "keywords": _string_list("keywords", keywords),
+            "source": source,
+        }
+        data.update({name: value for name, value in optional.items() if value is not None})
+        _check_fields(data)
+        self._send("add", data, wait)
+        return entry_id
+
+    def new_id(self) -> str:
+        """A new unique id (ULID layout): ids made by one client sort in the order they
+        were made, even within one millisecond."""
+        with self._id_lock:
+            candidate = new_id(utcnow())
+            if candidate <= self._last_id:
+                candidate = _next_ulid(self._last_id)
+            self._last_id = candidate
+            return candidate
+
+    def access(self, id_or_key: str, wait: float | None = None) -> str:
+        """Record a use of an entry (extends its life, counts towards promotion).
+        Returns the event's stream id."""
+        return self._send("access", {"id": _target(id_or_key)}, wait)
+
+    def update(self, id_or_key: str, wait: float | None = None, **fields: Any) -> str:
+        """Change some fields of an entry: content, importance, key, tags, keywords, tier,
+        triggers, once, type. Returns the event's stream id."""
+        if not fields:
+            raise InvalidInputError("fields", "nothing to update")
+        unknown = sorted(set(fields) - set(UPDATABLE))
+        if unknown:
+            raise InvalidInputError(
+                unknown[0], f"cannot be updated (updatable: {', '.join(UPDATABLE)})"
+            )
+        _check_fields(fields)
+        return self._send("update", {"id": _target(id_or_key), **fields}, wait)
+
+    def remove(self, id_or_key: str, wait: float | None = None) -> str:
+        """Delete an entry. Returns the event's stream id."""
+        return self._send("remove", {"id": _target(id_or_key)}, wait)
+
+    def promote(self, id_or_key: str, wait: float | None = None) -> str:
+        """Move an L3 entry into L2 (permanent Markdown). Returns the event's stream id."""
+        return self._send("promote", {"id": _target(id_or_key)}, wait)
+
+    def wait_applied(self, event_id: str | None = None, timeout: float = DEFAULT_TIMEOUT) -> None:
+        """Block until the daemon has applied the event and made it durable (acknowledged in
+        its consumer group); default: the last event this client sent. Raises
+        EventRejectedError when the daemon moved it to the dead-letter stream instead, and
+        NoAnswerError when `timeout` seconds pass first."""
+        event_id = event_id or self.last_event_id
+        if event_id is None:
+            raise InvalidInputError("event_id", "no event sent yet")
+        deadline = time.monotonic() + timeout
+        interval = 0.02
+        while not self._acknowledged(event_id):
+            if time.monotonic() >= deadline:
+                raise NoAnswerError(
+                    f"the daemon has not applied event {event_id} within {timeout:g} s "
+                    "(is `mnemod run` running for this namespace?); it stays queued"
+                )
+            time.sleep(interval)
+            interval = min(interval * 2, 0.25)
+        error = self._dead_letter_error(event_id)
+        if error is not None:
+            raise EventRejectedError(event_id, error)
+
+    # -- reads (hot layer) ---------------------------------------------------------------
+    def get(self, id_or_key: str) -> dict[str, Any] | None:
+        """The hot item with this id, or else with this `key` label; None when neither is in
+        the hot layer (it may still exist in cold storage: resolve finds those)."""
+        with _redis_errors():
+            data = cast(dict[str, str], self.redis.hgetall(self.keys.item(id_or_key)))
+            if not data:
+                found = cast("str | None", self.redis.get(self.keys.key(id_or_key)))
+                if not found:
+                    return None
+                data = cast(dict[str, str], self.redis.hgetall(self.keys.item(found)))
+                if not data:
+                    return None
+                id_or_key = found
+        return _item_dict(HotItem.from_hash(data.get("id") or id_or_key, data))
+
+    def hot_ids(self, layer: str = "l3", limit: int | None = 50) -> list[str]:
+        """Ids of a layer's hot items: l3 and l2 highest score first (retention score,
+        importance), l1 in file order. `limit=None` lists them all."""
+        name = self.keys.layer(layer)
+        stop = -1 if limit is None else limit - 1
+        if limit is not None and limit < 1:
+            return []
+        with _redis_errors():
+            if layer == "l1":
+                return cast(list[str], self.redis.zrange(name, 0, stop))
+            return cast(list[str], self.redis.zrevrange(name, 0, stop))
+
+    def hot(self, layer: str = "l3", limit: int | None = 50) -> list[dict[str, Any]]:
+        """The hot items of a layer (see `hot_ids` for the order), read in one round trip."""
+        ids = self.hot_ids(layer, limit)
+        if not ids:
+            return []
+        pipe = self.redis.pipeline(transaction=False)
+        for item_id in ids:
+            pipe.hgetall(self.keys.item(item_id))
+        with _redis_errors():
+            hashes = cast(list[dict[str, str]], pipe.execute())
+        # An item removed between the two reads is simply skipped.
+        return [
+            _item_dict(HotItem.from_hash(item_id, data))
+            for item_id, data in zip(ids, hashes, strict=True)
+            if data
+        ]
+
+    def status(self) -> dict[str, str]:
+        """The daemon's status hash (empty when no daemon ever ran on this namespace)."""
+        with _redis_errors():
+            return cast(dict[str, str], self.redis.hgetall(self.keys.status))
+
+    # -- resolve (rpc) -------------------------------------------------------------------
+    def resolve(
+        self,
+        prompt: str,
+        budget: int | None = None,
+        session: str | None = None,
+        trace: bool = False,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> dict[str, Any]:
+        """Token-budgeted context for `prompt`: a dict with `text` (ready to prepend to a
+        system prompt), `items`, `tokens_used`, `tiers_used`, `dropped` and, with
+        `trace=True`, `trace`. `session` makes `once` items appear once per session.
+
+        Raises RequestRejectedError when the daemon refuses the request and NoAnswerError
+        when no answer comes within `timeout` seconds."""
+        if not isinstance(prompt, str):
+            raise InvalidInputError("prompt", "must be a string")
+        if len(prompt) > MAX_PROMPT_CHARS:
+            raise InvalidInputError(
+                "prompt", f"{len(prompt)} characters, at most {MAX_PROMPT_CHARS}"
+            )
+        if budget is not None and (
+            isinstance(budget, bool) or not isinstance(budget, int) or not 1 <= budget <= MAX_BUDGET
+        ):
+            raise InvalidInputError("budget", f"must be a whole number from 1 to {MAX_BUDGET}")
+        # Any key outside mnemod's own `<prefix>:{ns}:` space may receive the answer.
+        reply_to = f"{self.keys.prefix}-reply:{uuid.uuid4().hex}"
+        fields: dict[str, str] = {"op": "resolve", "prompt": prompt, "reply_to": reply_to}
+        if budget is not None:
+            fields["budget"] = str(budget)
+        if session:
+            fields["session"] = session
+        if trace:
+            fields["trace"] = "1"
+        with _redis_errors():
+            request_id = cast(str, self.redis.xadd(self.keys.rpc, cast(Any, fields)))
+            raw = self._pop(reply_to, timeout)
+        if raw is None:
+            raise NoAnswerError(
+                f"no answer from mnemod within {timeout:g} s to request {request_id} "
+                f"(is `mnemod run` running for namespace {self.keys.namespace!r}?)"
+            )
+        try:
+            answer = json.loads(raw)
+        except ValueError:
+            raise ClientError(f"unreadable answer from mnemod: {raw[:200]!r}") from None
+        if not isinstance(answer, dict):
+            raise ClientError(f"unexpected answer from mnemod: {raw[:200]!r}")
+        if answer.get("ok") is False or "error" in answer:
+            raise RequestRejectedError(answer)
+        return answer
+
+    # -- internals -----------------------------------------------------------------------
+    def _send(self, op: str, data: dict[str, Any], wait: float | None) -> str:
+        fields = {"op": op, "data": json.dumps(data, ensure_ascii=False)}
+        with _redis_errors():
+            event_id = cast(str, self.redis.xadd(self.keys.events, cast(Any, fields)))
+        self.last_event_id = event_id
+        if wait is not None:
+            self.wait_applied(event_id, timeout=wait)
+        return event_id
+
+    def _pop(self, reply_to: str, timeout: float) -> str | None:
+        """BLPOP in slices shorter than the socket timeout, so a long wait cannot trip it."""
+        deadline = time.monotonic() + timeout
+        slice_seconds = max(0.1, self.socket_timeout / 2)
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            # BLPOP takes seconds with decimals (Redis >= 6); 0 would block forever.
+            wait = max(0.01, min(left, slice_seconds))
+            popped = self.redis.blpop([reply_to], timeout=round(wait, 3))
+            if popped is not None:
+                return cast(Sequence[str], popped)[1]
+
+    def _acknowledged(self, event_id: str) -> bool:
+        with _redis_errors():
+            try:
+                groups = self.redis.xinfo_groups(self.keys.events)
+            except redis.ResponseError:
+                return False  # no stream or no group yet: the daemon never ran
+            for group in groups:
+                if group.get("name") != GROUP:
+                    continue
+                last = str(group.get("last-delivered-id") or "0-0")
+                if stream_id_key(last) < stream_id_key(event_id):
+                    return False
+                pending = self.redis.xpending_range(
+                    self.keys.events, GROUP, min=event_id, max=event_id, count=1
+                )
+                return not pending
+        return False
+
+    def _dead_letter_error(self, event_id: str, scan_limit: int = 10_000) -> str | None:
+        """The error of the dead-letter entry for `event_id`, if there is one. Dead letters
+        are written after their event, so only entries from `event_id` on are looked at."""
+        start = event_id
+        seen = 0
+        with _redis_errors():
+            while seen < scan_limit:
+                batch = cast(
+                    list[tuple[str, dict[str, str]]],
+                    self.redis.xrange(self.keys.dead, min=start, max="+", count=200),
+                )
+                for _entry_id, fields in batch:
+                    if fields.get("event_id") == event_id:
+                        return fields.get("error") or "no reason given"
+                if len(batch) < 200:
+                    return None
+                seen += len(batch)
+                start = "(" + batch[-1][0]
+        return None
+
+
+def _next_ulid(previous: str) -> str:
+    """The id right after `previous` in ULID order (same millisecond, random part + 1)."""
+    value = 0
+    for char in previous:
+        value = value * 32 + _CROCKFORD.index(char)
+    value += 1
+    chars = []
+    for _ in range(26):
+        chars.append(_CROCKFORD[value & 31])
+        value >>= 5
+    return "".join(reversed(chars))
+
+
+def _target(id_or_key: str) -> str:
+    if not isinstance(id_or_key, str) or not id_or_key.strip():
+        raise InvalidInputError("id", "must be a non-empty id or key")
+    if len(id_or_key) > 200 or "\n" in id_or_key:
+        raise InvalidInputError("id", "at most 200 characters, one line")
+    return id_or_key
+
+
+def _string_list(name: str, values: Sequence[str] | None) -> list[str] | None:
+    if values is None:
+        return None
+    if isinstance(values, str) or not all(isinstance(v, str) and v for v in values):
+        raise InvalidInputError(name, "must be a list of non-empty strings")
+    return list(values)
+
+
+def _check_fields(data: Mapping[str, Any]) -> None:
+    """Cheap local checks of fields shared by add and update; the daemon checks the rest."""
+    if "content" in data and (not isinstance(data["content"], str) or not data["content"].strip()):
+        raise InvalidInputError("content", "must be a non-empty string")
+    if "importance" in data:
+        value = data["importance"]
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 5:
+            raise InvalidInputError("importance", "must be an integer from 1 to 5")
+    if "tier" in data and data["tier"] not in TIERS:
+        raise InvalidInputError("tier", f"must be one of {', '.join(TIERS)}")
+    if "once" in data and not isinstance(data["once"], bool):
+        raise InvalidInputError("once", "must be true or false")
+    if "type" in data and (not isinstance(data["type"], str) or not data["type"]):
+        raise InvalidInputError("type", "must be a non-empty string")
+    key = data.get("key")
+    if key is not None and (not isinstance(key, str) or not key.strip() or "\n" in key):
+        raise InvalidInputError("key", "must be a non-empty string, one line")
+    for name in ("tags", "triggers", "keywords"):
+        if name in data and data[name] is not None:
+            _string_list(name, data[name])
+
+
+def _item_dict(item: HotItem) -> dict[str, Any]:
+    return {
+        "id": item.id,
+        "content": item.content,
+        "layer": item.layer,
+        "type": item.type,
+        "key": item.key,
+        "importance": item.importance,
+        "tokens": item.tokens,
+        "created_at": item.created_at,
+        "last_accessed_at": item.last_accessed_at,
+        "access_count": item.access_count,
+        "expires_at": item.expires_at,
+        "keywords": list(item.keywords),
+        "score": item.score,
+    }
+
+
+@contextmanager
+def _redis_errors() -> Iterator[None]:
+    """Connection trouble becomes RedisUnavailableError (a message without the password)."""
+    try:
+        yield
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        raise RedisUnavailableError(f"cannot reach Redis: {exc}") from exc
