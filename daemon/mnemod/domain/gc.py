@@ -23,6 +23,19 @@ class GcPlan:
     newly_promotable: list[str] = field(default_factory=list)
     promote: list[str] = field(default_factory=list)
 
+    def report(self, entries: list[Entry], dry_run: bool) -> GcReport:
+        """What this plan does to `entries` (the L3 entries it was made from)."""
+        merged = sum(len(folded) for _, folded in self.merges)
+        return GcReport(
+            expired=len(self.expired),
+            merged=merged,
+            kept=len(entries) - len(self.expired) - merged - len(self.promote),
+            promotable=sum(1 for e in entries if e.promotable) + len(self.newly_promotable),
+            promoted=len(self.promote),
+            dry_run=dry_run,
+            details={"expired": self.expired, "merges": self.merges, "promoted": self.promote},
+        )
+
 
 @dataclass(frozen=True)
 class GcReport:

@@ -11,7 +11,7 @@ import copy
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,23 +21,24 @@ from mnemod.clock import Clock
 from mnemod.config import Config
 from mnemod.domain import retention
 from mnemod.domain.gc import GcReport, plan_gc
-from mnemod.domain.keywords import extract_keywords, jaccard, normalize_keywords
+from mnemod.domain.keywords import extract_keywords, normalize_keywords
 from mnemod.domain.merge import merge_into
 from mnemod.domain.model import Entry
-from mnemod.domain.resolve import Candidate, Resolver, ResolveResult, candidate_from_entry
+from mnemod.domain.resolve import ResolveResult
 from mnemod.domain.validation import NewEntry, check_new_entry, check_update
-from mnemod.errors import CorruptFileError, InvalidInputError, MnemodError, NotFoundError
+from mnemod.errors import InvalidInputError, MnemodError, NotFoundError
 from mnemod.files.journal import Journal
 from mnemod.files.l1_files import L1Item, L1Problem, L1Registry
-from mnemod.files.l2_markdown import L2Folder
 from mnemod.files.l3_store import L3Snapshot, load_index, save_index
 from mnemod.files.lock import NamespaceLock
 from mnemod.ids import new_id
+from mnemod.runtime.l2_layer import L2Layer
+from mnemod.runtime.lookup import Lookup
 from mnemod.runtime.paths import NamespacePaths
+from mnemod.runtime.recall import Recall
 from mnemod.tokens import TokenCounter, token_counter
 
 log = structlog.get_logger("mnemod.engine")
-L1_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)  # L1 items are timeless; resolve shows them undated
 
 
 class Engine:
@@ -71,25 +72,19 @@ class Engine:
             raise
         self.last_event_id: str | None = snapshot.last_event_id
         self.entries: dict[str, Entry] = {e.id: e for e in snapshot.entries}
-        self.aliases: dict[str, str] = {}
-        self.keys: dict[str, str] = {}
-        self._postings: dict[tuple[str, str], set[str]] = defaultdict(set)
+        self.lookup = Lookup()
         for entry in self.entries.values():
-            self._index(entry)
-        self.l2 = L2Folder(paths.l2_dir)
-        self.l2_entries: dict[str, Entry] = {}
-        self.l2_broken: dict[str, CorruptFileError] = {}
+            self.lookup.add(entry)
+        self.l2 = L2Layer(paths.l2_dir)
         self._load_l2()
         self.l1 = L1Registry(l1_dir, config.limits) if l1_dir is not None else None
         self.l1_problems: list[L1Problem] = self.l1.reload_all() if self.l1 is not None else []
-        self._l1_ids: set[str] = set()
         self.journal = Journal(paths.history, paths.archive)
         self.changed: dict[str, str] = {}
-        self.resolver = Resolver(self.counter)
-        self.sessions: dict[str, set[str]] = defaultdict(set)
+        self.recall = Recall(self.counter)
         for entry in [*self.entries.values(), *self.l2_entries.values()]:
             self._touched(entry.id, "load")
-        self._sync_l1_candidates()
+        self.recall.sync_l1(self.l1_items())
         self.changed.clear()
         self.last_outcome = ""
         self.dirty = snapshot.recovered_from is not None
@@ -139,40 +134,15 @@ class Engine:
         self.dirty = True
 
     def _touched(self, entry_id: str, op: str) -> None:
-        """Note a change for the hot layer and keep the resolver's view in step."""
+        """Note a change for the hot layer and keep resolve's view in step."""
         self.changed[entry_id] = op
         entry = self.entries.get(entry_id)
         if entry is not None:
-            self.resolver.upsert(candidate_from_entry(entry, "l3"))
+            self.recall.put(entry, "l3")
         elif entry_id in self.l2_entries:
-            self.resolver.upsert(candidate_from_entry(self.l2_entries[entry_id], "l2"))
+            self.recall.put(self.l2_entries[entry_id], "l2")
         else:
-            self.resolver.remove(entry_id)
-
-    def _sync_l1_candidates(self) -> None:
-        items = self.l1_items()
-        wanted = {item.id for item in items}
-        for stale in self._l1_ids - wanted:
-            self.resolver.remove(stale)
-        for item in items:
-            self.resolver.upsert(self._l1_candidate(item))
-        self._l1_ids = wanted
-
-    def _l1_candidate(self, item: L1Item) -> Candidate:
-        return Candidate(
-            id=item.id,
-            layer="l1",
-            type="l1",
-            content=item.content,
-            created_at=L1_EPOCH,
-            last_accessed_at=L1_EPOCH,
-            tokens=self.counter.count(item.content),
-            importance=item.importance,
-            tier="hot" if item.always else "warm",
-            triggers=item.triggers,
-            once=item.once,
-            tags=item.tags,
-        )
+            self.recall.drop(entry_id)
 
     def drain_changes(self) -> dict[str, str]:
         changed, self.changed = self.changed, {}
@@ -180,18 +150,13 @@ class Engine:
 
     # ---- reads -------------------------------------------------------------------------
     def resolve_id(self, entry_id: str) -> str:
-        """Follow merges: the id of the entry that now holds `entry_id`'s memory."""
-        seen = 0
-        while entry_id in self.aliases and seen < 100:
-            entry_id = self.aliases[entry_id]
-            seen += 1
-        return entry_id
+        return self.lookup.resolve_id(entry_id)
 
     def find(self, id_or_key: str) -> Entry | None:
         entry_id = self.resolve_id(id_or_key)
         found = self.entries.get(entry_id) or self.l2_entries.get(entry_id)
-        if found is None and id_or_key in self.keys:
-            found = self.entries.get(self.keys[id_or_key])
+        if found is None and id_or_key in self.lookup.keys:
+            found = self.entries.get(self.lookup.keys[id_or_key])
         if found is None:
             found = next((e for e in self.l2_entries.values() if e.key == id_or_key), None)
         return found
@@ -222,17 +187,7 @@ class Engine:
 
     def similar(self, entry: Entry) -> tuple[Entry, float] | None:
         """The best same-type L3 entry whose keyword Jaccard passes the dedup threshold."""
-        candidates: set[str] = set()
-        for word in entry.keywords:
-            candidates |= self._postings.get((entry.type, word), set())
-        candidates.discard(entry.id)
-        best: tuple[Entry, float] | None = None
-        for other_id in sorted(candidates):
-            other = self.entries[other_id]
-            score = jaccard(entry.keywords, other.keywords)
-            if score >= self.config.dedup.threshold and (best is None or score > best[1]):
-                best = (other, score)
-        return best
+        return self.lookup.similar(entry, self.entries, self.config.dedup.threshold)
 
     # ---- writes ------------------------------------------------------------------------
     def add(self, new: NewEntry, now: datetime | None = None, by: str | None = None) -> Entry:
@@ -245,12 +200,12 @@ class Engine:
             if existing is not None and self.resolve_id(new.id) == existing.id:
                 self.last_outcome = "duplicate"
                 return existing  # a retried add with a client-chosen id is a no-op
-        if new.key is not None and new.key in self.keys:
+        if new.key is not None and new.key in self.lookup.keys:
             fields: dict[str, Any] = {"content": new.content, "importance": new.importance}
             if new.tags:
                 fields["tags"] = new.tags
             self.last_outcome = "updated"
-            return self.update(self.keys[new.key], fields, now=now, by=actor)
+            return self.update(self.lookup.keys[new.key], fields, now=now, by=actor)
         created = new.created_at or now
         entry = Entry(
             id=new.id or new_id(created),
@@ -308,16 +263,16 @@ class Engine:
         in_l3 = entry.id in self.entries
         old_type = entry.type
         if in_l3:
-            self._unindex(entry)
+            self.lookup.discard(entry)
         if (
             "key" in fields
             and fields["key"] not in (None, entry.key)
-            and fields["key"] in self.keys
+            and fields["key"] in self.lookup.keys
         ):
             if in_l3:
-                self._index(entry)
+                self.lookup.add(entry)
             raise InvalidInputError(
-                "key", f"{fields['key']!r} already names entry {self.keys[fields['key']]}"
+                "key", f"{fields['key']!r} already names entry {self.lookup.keys[fields['key']]}"
             )
         for name, value in fields.items():
             setattr(entry, name, list(value) if isinstance(value, list) else value)
@@ -332,7 +287,7 @@ class Engine:
         self._touched(entry.id, "update")
         if in_l3:
             entry.expires_at = retention.expires_at(self.config.ttl, entry)
-            self._index(entry)
+            self.lookup.add(entry)
             self._commit()
         else:
             self.journal.flush()
@@ -375,22 +330,8 @@ class Engine:
     ) -> GcReport:
         now = now or self.clock.now()
         entries = list(self.entries.values())
-        if dry_run:
-            entries = copy.deepcopy(entries)
-        plan = plan_gc(entries, self.config, now, expire_only=expire_only)
-        details = {"expired": plan.expired, "merges": plan.merges, "promoted": plan.promote}
-        report = GcReport(
-            expired=len(plan.expired),
-            merged=sum(len(folded) for _, folded in plan.merges),
-            kept=len(entries)
-            - len(plan.expired)
-            - sum(len(f) for _, f in plan.merges)
-            - len(plan.promote),
-            promotable=sum(1 for e in entries if e.promotable) + len(plan.newly_promotable),
-            promoted=len(plan.promote),
-            dry_run=dry_run,
-            details=details,
-        )
+        plan = plan_gc(entries, self.config, now, expire_only=expire_only)  # pure: changes nothing
+        report = plan.report(entries, dry_run)
         if dry_run:
             return report
         with self._deferred():
@@ -460,12 +401,7 @@ class Engine:
         limit = budget if budget is not None else self.config.resolve.default_budget
         if limit < 1:
             raise InvalidInputError("budget", "must be at least 1 token")
-        seen = (
-            seen_once if seen_once is not None else (self.sessions[session] if session else set())
-        )
-        result = self.resolver.resolve(prompt, limit, now, seen_once=seen, trace=trace)
-        if session and seen_once is None:
-            self.sessions[session].update(result.once_ids)
+        result = self.recall.resolve(prompt, limit, now, session, seen_once, trace)
         if record_access and not self.readonly:
             with self._deferred():
                 for item in result.items:
@@ -482,15 +418,13 @@ class Engine:
         else:
             self.l1.reload_file(path)
         self.l1_problems = self.l1.problems()
-        self._sync_l1_candidates()
+        self.recall.sync_l1(self.l1_items())
         return list(self.l1_problems)
 
     def reload_l2(self) -> None:
         """Re-read the L2 files (a person edited one); a broken file keeps its last version."""
-        before = set(self.l2_entries)
-        self._load_l2()
-        for entry_id in before | set(self.l2_entries):
-            self._touched(entry_id, "update") if entry_id in self.l2_entries else "remove"
+        for entry_id in self._load_l2():
+            self._touched(entry_id, "update" if entry_id in self.l2_entries else "remove")
 
     # ---- internals -----------------------------------------------------------------------
     @contextmanager
@@ -506,48 +440,20 @@ class Engine:
         limit = self.config.limits.max_keywords
         return normalize_keywords(given, limit) if given else extract_keywords(content, limit)
 
-    def _load_l2(self) -> None:
-        """Read every L2 file. A broken file keeps its last good entries in force (none at
-        start-up) and is blocked from writes until a person fixes it: mnemod never
-        overwrites a file it could not read."""
-        loaded: dict[str, Entry] = {}
-        broken: dict[str, CorruptFileError] = {}
-        for path in self.l2.files():
-            type_ = path.stem
-            try:
-                entries = [entry for entry, _line in self.l2.read_file(path)]
-            except CorruptFileError as exc:
-                broken[type_] = exc
-                log.error("l2.file_refused", file=str(path), line=exc.line, reason=exc.reason)
-                entries = [e for e in self.l2_entries.values() if e.type == type_]
-            for entry in entries:
-                loaded.setdefault(entry.id, entry)
-        self.l2_entries = loaded
-        self.l2_broken = broken
-        for entry_id in [i for i in self.entries if i in self.l2_entries]:
+    @property
+    def l2_entries(self) -> dict[str, Entry]:
+        return self.l2.entries
+
+    def _load_l2(self) -> set[str]:
+        changed = self.l2.load()
+        for entry_id in [i for i in self.entries if i in self.l2.entries]:
             # a crash between writing L2 and saving the index: L2 wins
             self._drop(self.entries[entry_id])
             self.dirty = True
+        return changed
 
     def _write_l2(self, type_: str, extra: list[Entry] | None = None) -> None:
-        """Rewrite one type's file. If a person edited it since mnemod last read it, their
-        version is read first, so the write keeps their edit."""
-        if type_ in self.l2_broken:
-            raise self.l2_broken[type_]
-        path = self.l2.path_for(type_)
-        if path.exists() and not self.l2.is_own_write(path):
-            self._reread_l2(path)
-        current = [e for e in self.l2_entries.values() if e.type == type_]
-        self.l2.write(type_, current + list(extra or []))
-
-    def _reread_l2(self, path: Path) -> None:
-        fresh = [entry for entry, _line in self.l2.read_file(path)]
-        stale = [i for i, e in self.l2_entries.items() if e.type == path.stem]
-        for entry_id in stale:
-            del self.l2_entries[entry_id]
-        for entry in fresh:
-            self.l2_entries[entry.id] = entry
-        for entry_id in {*stale, *(e.id for e in fresh)}:
+        for entry_id in self.l2.write(type_, extra):
             self._touched(entry_id, "update")
 
     def _promote_many(self, entries: list[Entry], now: datetime, by: str) -> None:
@@ -568,14 +474,14 @@ class Engine:
         self._commit()
 
     def _fold(self, survivor: Entry, folded: Entry, now: datetime, by: str, **detail: Any) -> None:
-        self._unindex(survivor)
+        self.lookup.discard(survivor)
         if folded.id in self.entries:
             self._drop(folded)
         merge_into(survivor, folded, now)
         survivor.expires_at = retention.expires_at(self.config.ttl, survivor)
         for old_id in [folded.id, *folded.merged_from]:
-            self.aliases[old_id] = survivor.id
-        self._index(survivor)
+            self.lookup.alias(old_id, survivor.id)
+        self.lookup.add(survivor)
         self.journal.record(now, "merge", survivor.id, by, merged=[folded.id], **detail)
         self._touched(survivor.id, "update")
         self._touched(folded.id, "remove")
@@ -583,26 +489,8 @@ class Engine:
 
     def _insert(self, entry: Entry) -> None:
         self.entries[entry.id] = entry
-        self._index(entry)
+        self.lookup.add(entry)
 
     def _drop(self, entry: Entry) -> None:
-        self._unindex(entry)
+        self.lookup.discard(entry)
         del self.entries[entry.id]
-
-    def _index(self, entry: Entry) -> None:
-        for word in entry.keywords:
-            self._postings[(entry.type, word)].add(entry.id)
-        if entry.key:
-            self.keys[entry.key] = entry.id
-        for old_id in entry.merged_from:
-            self.aliases[old_id] = entry.id
-
-    def _unindex(self, entry: Entry) -> None:
-        for word in entry.keywords:
-            ids = self._postings.get((entry.type, word))
-            if ids is not None:
-                ids.discard(entry.id)
-                if not ids:
-                    del self._postings[(entry.type, word)]
-        if entry.key and self.keys.get(entry.key) == entry.id:
-            del self.keys[entry.key]
