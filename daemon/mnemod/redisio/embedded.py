@@ -75,7 +75,10 @@ class EmbeddedRedis:
     def start(self) -> str:
         """Start (or adopt) the server and return its `unix://` URL once it answers PING."""
         executable = self._find_binary()
-        self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # The folder is as open as the socket (group may traverse when the group may connect).
+        folder_mode = 0o750 if self.socket_perm & 0o070 else 0o700
+        self.folder.mkdir(parents=True, exist_ok=True, mode=folder_mode)
+        self.folder.chmod(folder_mode)
         if self.socket_path.parent != self.folder:
             log.info("redis.embedded.socket_fallback", folder_len=len(str(self.folder)),
                      socket=str(self.socket_path))
