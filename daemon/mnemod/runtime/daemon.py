@@ -235,7 +235,9 @@ class Daemon:
         while not self.stop_requested.is_set():
             try:
                 if time.monotonic() - last_renew >= renew_every:
-                    if not lease.renew():
+                    # acquire, not renew: a lease that lapsed during a long step (start-up,
+                    # a big rebuild) and that nobody took is still safe to take back
+                    if not lease.acquire():
                         raise LeaseLost(
                             f"lease of {self.options.namespace} is held by {lease.holder()}"
                         )
@@ -245,11 +247,7 @@ class Daemon:
                     self._reload(engine, writer)
                 for command in self.commands.drain():
                     if command.kind == "heartbeat":
-                        if not hot.marker_present():
-                            log.warning("redis.data_lost", action="rebuilding the hot layer")
-                            writer.ensure_groups()
-                            writer.read_from = dict.fromkeys(writer.read_from, "0")
-                            hot.rebuild(engine)
+                        self._recover_lost_data(engine, writer, hot, lease)
                         status.write(engine, writer, hot, scheduler, state=self.state.value)
                         self.metrics.set_events_pending(
                             self.options.namespace, writer.pending_count()
@@ -257,6 +255,9 @@ class Daemon:
                         continue
                     writer.run_command(command)
                 writer.step(block_ms)
+                if writer.groups_recreated:
+                    writer.groups_recreated = False
+                    self._recover_lost_data(engine, writer, hot, lease)
                 writer.commit()
                 backoff.reset()
             except REDIS_ERRORS as exc:
@@ -270,6 +271,20 @@ class Daemon:
             if ping_every is not None and time.monotonic() - last_ping >= ping_every:
                 self.notifier.watchdog()
                 last_ping = time.monotonic()
+
+    def _recover_lost_data(
+        self, engine: Engine, writer: Writer, hot: HotSync, lease: Lease
+    ) -> None:
+        """Redis lost its data (FLUSHALL, a restart without persistence): take the lease
+        again, recreate the groups and rebuild the hot layer from the files."""
+        if hot.marker_present():
+            return
+        log.warning("redis.data_lost", action="rebuilding the hot layer")
+        if not lease.acquire():
+            raise LeaseLost(f"lease of {self.options.namespace} is held by {lease.holder()}")
+        writer.ensure_groups()
+        writer.read_from = dict.fromkeys(writer.read_from, "0")
+        hot.rebuild(engine)
 
     def _reload(self, engine: Engine, writer: Writer) -> None:
         """SIGHUP: read the config file again; keep the old one if the new one is bad."""

@@ -63,10 +63,12 @@ class Writer:
         self.rpc_handler = rpc_handler
         self.unacked: list[str] = []
         self.unacked_rpc: list[str] = []
-        self.read_from = {keys.events: "0", keys.rpc: "0"}  # the backlog first, then new
+        # the backlog (delivered before a crash, never acknowledged) first, then new ones
+        self.read_from = {keys.events: "0", keys.rpc: "0"}
         self.last_commit = time.monotonic()
         self.snapshot_interval = 2.0
         self.job_results: dict[str, dict[str, Any]] = {}
+        self.groups_recreated = False
 
     # ---- set-up ----------------------------------------------------------------------
     def ensure_groups(self) -> None:
@@ -83,7 +85,7 @@ class Writer:
     def step(self, block_ms: int) -> BatchResult:
         """Read one batch of events and requests, apply it, sync the hot layer."""
         streams = dict(self.read_from)
-        backlog = any(v == "0" for v in streams.values())
+        backlog = any(v != ">" for v in streams.values())
         try:
             replies = self.client.xreadgroup(
                 GROUP,
@@ -93,16 +95,23 @@ class Writer:
                 block=None if backlog else block_ms,
             )
         except redis.ResponseError as exc:
-            if "NOGROUP" not in str(exc):
+            # NOGROUP: the group is gone; UNBLOCKED: the stream vanished while we waited on
+            # it (FLUSHALL, DEL). Either way Redis may have lost its data.
+            if not str(exc).startswith(("NOGROUP", "UNBLOCKED")):
                 raise
-            log.warning("events.group_missing", stream=self.keys.events)
+            log.warning("events.group_missing", stream=self.keys.events, error=str(exc)[:80])
             self.ensure_groups()
+            self.groups_recreated = True  # Redis may have lost its data: the daemon checks
             return BatchResult()
         result = BatchResult()
         got: dict[str, int] = {}
         batches = cast(list[tuple[str, list[tuple[str, dict[str, str]]]]], replies or [])
         for stream, messages in batches:
             got[stream] = len(messages)
+            if messages and streams[stream] != ">":
+                # the backlog is read by id: go on after the last one (it stays pending
+                # until the snapshot covers it, so re-reading from "0" would see it again)
+                self.read_from[stream] = messages[-1][0]
             for event_id, raw in messages:
                 if stream == self.keys.rpc:
                     self._answer(event_id, raw or {})
@@ -110,7 +119,7 @@ class Writer:
                 else:
                     self._apply_one(event_id, raw or {}, result)
         for stream, start in streams.items():
-            if start == "0" and got.get(stream, 0) == 0:
+            if start != ">" and got.get(stream, 0) == 0:
                 self.read_from[stream] = ">"
         if result.applied or result.dead or result.skipped or result.rpc:
             self.publish(self.engine.drain_changes())

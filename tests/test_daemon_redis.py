@@ -1,0 +1,192 @@
+"""The daemon against Redis trouble: data loss (FLUSHALL), an outage, and two daemons on one
+namespace (leader lease) — each with `mnemod run` as a real process."""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from daemon_proc import (
+    KEYS,
+    Client,
+    DaemonFactory,
+    DaemonProc,
+    add_event,
+    distinct_content,
+    index_entries,
+    managed,
+    pending,
+    unread,
+)
+from helpers import wait_until
+from mnemod.redisio.embedded import EmbeddedRedis
+
+
+@pytest.fixture
+def daemons(tmp_path: Path) -> Iterator[DaemonFactory]:
+    with managed(tmp_path) as factory:
+        yield factory
+
+
+@pytest.fixture
+def external(tmp_path: Path) -> Iterator[EmbeddedRedis]:
+    """A redis-server of the test's own (stands in for a shared or managed Redis)."""
+    server = EmbeddedRedis(tmp_path / "external")
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def hot_items(client: Client) -> dict[str, dict[str, str]]:
+    """The hot L3 items as stored, less their score (it decays with time)."""
+    found = {}
+    for item_id in client.zrange(KEYS.hot, 0, -1):
+        stored = client.hgetall(KEYS.item(item_id))
+        stored.pop("score", None)
+        found[str(item_id)] = stored
+    return found
+
+
+def test_flushall_rebuilds_the_hot_layer(daemons: DaemonFactory) -> None:
+    data = daemons.data_dir()
+    # the default heartbeat (5 s): recovery must not depend on a fast test schedule
+    proc = daemons.daemon(data, env={"MNEMOD_SCHEDULE_HEARTBEAT": "5s"}).start()
+    client = daemons.client(proc.url_from_stdout())
+    proc.wait_log("daemon.running")
+    rng = random.Random(3)
+    for n in range(20):
+        add_event(client, distinct_content(rng), id=f"item-{n}")
+    wait_until(lambda: client.zcard(KEYS.hot) == 20 and len(index_entries(data)) == 20, 10)
+    before = hot_items(client)
+
+    client.flushall()
+    flushed = time.monotonic()
+    wait_until(
+        lambda: client.zcard(KEYS.hot) == 20 and client.exists(KEYS.marker) == 1,
+        timeout=5,
+    )
+    assert time.monotonic() - flushed < 5
+    assert hot_items(client) == before
+    assert proc.count_events("redis.data_lost") >= 1
+
+    # still applying events after the rebuild, and nothing lost in the files
+    add_event(client, distinct_content(rng), id="after-flush")
+    wait_until(lambda: len(index_entries(data)) == 21, timeout=10)
+    wait_until(lambda: client.exists(KEYS.item("after-flush")) == 1, timeout=5)
+    wait_until(lambda: client.hget(KEYS.status, "heartbeat") is not None, timeout=10)
+    assert proc.running()
+
+
+def test_redis_outage_pauses_and_resumes(daemons: DaemonFactory, external: EmbeddedRedis) -> None:
+    data = daemons.data_dir()
+    proc = daemons.daemon(data, redis_url=external.url).start()
+    proc.wait_log("daemon.running")
+    client = daemons.client(external.url)
+    rng = random.Random(5)
+    first = [add_event(client, distinct_content(rng)) for _ in range(100)]
+    external.stop()  # at once: some events are applied, some not yet
+    proc.wait_log("redis.unavailable")
+    assert proc.running()
+    external.start()  # same folder, same socket, the AOF brings the events back
+    client = daemons.client(external.url)
+    second = [add_event(client, distinct_content(rng)) for _ in range(100)]
+    wait_until(lambda: len(index_entries(data)) == 200, timeout=30)
+    wait_until(lambda: pending(client) == 0 and unread(client) == 0, timeout=10)
+    assert len({e["content"] for e in index_entries(data)}) == 200
+    assert first and second
+    assert proc.running()
+    proc.signal(signal.SIGTERM)
+    assert proc.wait_exit(timeout=30) == 0
+
+
+def leader_pid(client: Client) -> int | None:
+    """The pid in the current lease holder's owner id (`host:pid:random`)."""
+    holder = client.get(KEYS.lease)
+    return int(holder.split(":")[-2]) if holder else None
+
+
+def test_two_daemons_one_leader_and_failover(
+    daemons: DaemonFactory, external: EmbeddedRedis
+) -> None:
+    data = daemons.data_dir()
+    env = {"MNEMOD_DAEMON_LEASE_TTL": "2s"}
+    procs = [daemons.daemon(data, redis_url=external.url, env=env).start() for _ in range(2)]
+    client = daemons.client(external.url)
+    wait_until(lambda: sum(p.count_events("daemon.running") for p in procs) == 1, 20)
+    wait_until(lambda: sum(p.count_events("lease.standby") for p in procs) == 1, 20)
+    leader: DaemonProc = next(p for p in procs if p.count_events("daemon.running"))
+    standby: DaemonProc = next(p for p in procs if p is not leader)
+    assert leader_pid(client) == leader.pid
+    wait_until(lambda: client.hget(KEYS.status, "pid") == str(leader.pid), timeout=10)
+    owner = client.hget(KEYS.status, "owner")
+    assert owner == client.get(KEYS.lease)
+
+    rng = random.Random(9)
+    add_event(client, distinct_content(rng), id="before")
+    wait_until(lambda: [e["id"] for e in index_entries(data)] == ["before"], timeout=10)
+    assert standby.count_events("events.batch") == 0
+
+    leader.kill9()
+    killed = time.monotonic()
+    standby.wait_log("daemon.running", timeout=10)
+    assert time.monotonic() - killed < 2 + 2  # the lease time, plus a standby poll
+    assert leader_pid(client) == standby.pid
+    add_event(client, distinct_content(rng), id="after")
+    wait_until(lambda: {e["id"] for e in index_entries(data)} == {"before", "after"}, 10)
+    wait_until(lambda: client.hget(KEYS.status, "pid") == str(standby.pid), timeout=10)
+    wait_until(lambda: pending(client) == 0, timeout=10)
+    standby.signal(signal.SIGTERM)
+    assert standby.wait_exit(timeout=30) == 0
+    assert client.get(KEYS.lease) is None  # released on the way out
+
+
+def test_l1_file_appears_and_broken_version_keeps_last_good(daemons: DaemonFactory) -> None:
+    data = daemons.data_dir()
+    proc = daemons.daemon(data).start()
+    client = daemons.client(proc.url_from_stdout())
+    proc.wait_log("daemon.running")
+    l1 = data / "l1"
+    l1.mkdir(exist_ok=True)
+    good = '[[memory]]\ncontent = "Always answer in English"\ntags = ["lang"]\n'
+    (l1 / "x.toml").write_text(good)
+    written = time.monotonic()
+
+    def l1_ids() -> list[str]:
+        return [str(i) for i in client.zrange(KEYS.l1, 0, -1)]
+
+    ids = wait_until(l1_ids, timeout=2)
+    assert time.monotonic() - written < 2
+    assert client.hget(KEYS.item(ids[0]), "content") == "Always answer in English"
+    assert client.hget(KEYS.item(ids[0]), "layer") == "l1"
+
+    (l1 / "x.toml").write_text('[[memory]]\ncontent = "Always answer in\n')  # broken at line 2
+
+    def problems() -> list[str]:
+        raw = client.hget(KEYS.status, "l1_problems")
+        found: list[str] = json.loads(raw) if raw else []
+        return found
+
+    found = wait_until(problems, timeout=5)
+    assert "x.toml:2" in found[0], found
+    assert l1_ids() == ids
+    assert client.hget(KEYS.item(ids[0]), "content") == "Always answer in English"
+
+    (l1 / "x.toml").write_text(good.replace("English", "French"))
+    wait_until(
+        lambda: (
+            client.hget(KEYS.item(l1_ids()[0]), "content") == "Always answer in French"
+            if l1_ids()
+            else False
+        ),
+        timeout=5,
+    )
+    wait_until(lambda: problems() == [], timeout=5)
+    assert proc.running()
