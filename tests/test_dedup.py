@@ -69,3 +69,24 @@ def test_merge_rules() -> None:
     assert merged.tags == ["t1", "t2"]
     assert merged.access_count == 3
     assert merged.merged_from == ["NEW", "X"]
+
+
+def test_prefix_filter_finds_exactly_the_brute_force_pairs() -> None:
+    import random
+
+    from mnemod.domain.dedup import candidate_pairs
+
+    rng = random.Random(7)
+    vocabulary = [f"w{i}" for i in range(30)]
+    entries = [
+        entry(f"E{i:03d}", [*rng.sample(vocabulary, rng.randint(1, 8)), "common"], i)
+        for i in range(150)
+    ]
+    for threshold in (0.3, 0.55, 0.8):
+        brute = {
+            (a.id, b.id)
+            for i, a in enumerate(entries)
+            for b in entries[i + 1 :]
+            if jaccard(a.keywords, b.keywords) >= threshold
+        }
+        assert {(c.a, c.b) for c in candidate_pairs(entries, threshold)} == brute

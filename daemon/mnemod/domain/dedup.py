@@ -2,13 +2,15 @@
 
 A group is merged only if every pair in it passes the threshold: A~B and B~C with A≁C is two
 memories, not one (servers that merged transitively built "mega-memories"). Candidates come
-from an inverted index over keywords, so the cost follows overlaps, not n².
+from an inverted index over each entry's rarest keywords (a prefix filter), so the cost
+follows real overlaps, not n², and a word shared by every entry costs nothing.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Iterable
+import math
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from mnemod.domain.keywords import jaccard
@@ -22,24 +24,44 @@ class Candidate:
     score: float
 
 
+def prefix_length(size: int, threshold: float) -> int:
+    """How many of a set's words (in one global order) must be looked up to find every set
+    with Jaccard ≥ threshold: such a set shares at least ⌈t·|A|⌉ words with A, so it holds
+    one of A's first |A| − ⌈t·|A|⌉ + 1 (the prefix filter of all-pairs similarity joins)."""
+    return size - math.ceil(threshold * size - 1e-9) + 1
+
+
+def rare_first(words: Iterable[str], frequency: Callable[[str], int]) -> list[str]:
+    """Distinct words, rarest first: common words land at the end, outside the prefix."""
+    return sorted(set(words), key=lambda w: (frequency(w), w))
+
+
 def candidate_pairs(entries: Iterable[Entry], threshold: float) -> list[Candidate]:
-    """Pairs of the same type whose keyword Jaccard ≥ threshold, best first."""
-    by_id: dict[str, Entry] = {}
-    postings: dict[tuple[str, str], list[str]] = defaultdict(list)
-    for entry in entries:
-        by_id[entry.id] = entry
-        for word in set(entry.keywords):
-            postings[(entry.type, word)].append(entry.id)
+    """Pairs of the same type whose keyword Jaccard ≥ threshold, best first. Only words in
+    each entry's prefix are indexed, so a word every entry shares costs nothing."""
+    listed = list(entries)
+    frequency: Counter[tuple[str, str]] = Counter(
+        (e.type, w) for e in listed for w in set(e.keywords)
+    )
+    postings: dict[tuple[str, str], list[Entry]] = defaultdict(list)
+    for entry in listed:
+
+        def count(word: str, type_: str = entry.type) -> int:
+            return frequency[(type_, word)]
+
+        ordered = rare_first(entry.keywords, count)
+        for word in ordered[: prefix_length(len(ordered), threshold)]:
+            postings[(entry.type, word)].append(entry)
     seen: set[tuple[str, str]] = set()
     found: list[Candidate] = []
-    for ids in postings.values():
-        for i, left in enumerate(ids):
-            for right in ids[i + 1 :]:
-                pair = (left, right) if left < right else (right, left)
+    for group in postings.values():
+        for i, left in enumerate(group):
+            for right in group[i + 1 :]:
+                pair = (left.id, right.id) if left.id < right.id else (right.id, left.id)
                 if pair in seen:
                     continue
                 seen.add(pair)
-                score = jaccard(by_id[pair[0]].keywords, by_id[pair[1]].keywords)
+                score = jaccard(left.keywords, right.keywords)
                 if score >= threshold:
                     found.append(Candidate(pair[0], pair[1], score))
     found.sort(key=lambda c: (-c.score, c.a, c.b))

@@ -68,6 +68,10 @@ class Lease:
             log.info("lease.released", owner=self.owner_id)
         return released
 
+    def clear(self, holder: str) -> bool:
+        """Delete the lease only if `holder` still holds it (taking over from a dead owner)."""
+        return bool(self._release(keys=[self.key], args=[holder]))
+
     def holder(self) -> str | None:
         """Owner id of the current leader, None when nobody holds the lease."""
         return cast("str | None", self.client.get(self.key))

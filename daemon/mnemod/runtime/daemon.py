@@ -22,7 +22,7 @@ import structlog
 
 from mnemod.clock import Clock
 from mnemod.config import Config, load_config, redact_url
-from mnemod.errors import ConfigError, MnemodError
+from mnemod.errors import ConfigError, LockedError, MnemodError
 from mnemod.redisio.connection import Backoff, check_version, connect
 from mnemod.redisio.embedded import EmbeddedRedis
 from mnemod.redisio.keys import Keys
@@ -102,6 +102,12 @@ class Daemon:
                     break
                 try:
                     self._lead(client, keys, lease)
+                except LockedError as exc:
+                    # Another process on this data folder still writes the namespace (its
+                    # lease lapsed but it lives): stand by rather than fight over the files.
+                    log.warning("lease.standby", reason=str(exc))
+                    self.stop_requested.wait(lease.ttl)
+                    continue
                 except LeaseLost:
                     log.error(
                         "lease.lost", namespace=self.options.namespace, action="stopped writing"
@@ -149,6 +155,7 @@ class Daemon:
         announced = False
         while not self.stop_requested.is_set():
             try:
+                self._clear_dead_holder(lease)
                 if lease.acquire():
                     log.info("lease.acquired", namespace=self.options.namespace, owner=self.owner)
                     return True
@@ -160,6 +167,19 @@ class Daemon:
                 announced = True
             self.stop_requested.wait(lease.ttl / 3)
         return False
+
+    def _clear_dead_holder(self, lease: Lease) -> None:
+        """A holder on this host whose process is gone (a kill -9, a crash) cannot renew:
+        take its lease at once instead of waiting for it to lapse."""
+        holder = lease.holder()
+        if holder is None or holder == self.owner:
+            return
+        host, _, rest = holder.partition(":")
+        pid_text = rest.partition(":")[0]
+        if host != socket.gethostname() or not pid_text.isdigit() or _alive(int(pid_text)):
+            return
+        if lease.clear(holder):
+            log.info("lease.cleared", holder=holder, reason="its process is gone")
 
     def _lead(self, client: redis.Redis, keys: Keys, lease: Lease) -> None:
         ns = self.options.namespace
@@ -303,6 +323,16 @@ class Daemon:
         log.info("config.reloaded", source=fresh.source)
         self.notifier.ready("config reloaded")
         self.commands.post(Command("reload_l1"))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _interval_seconds(spec: str, default: float) -> float:

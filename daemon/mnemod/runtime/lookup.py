@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from mnemod.domain.dedup import prefix_length, rare_first
 from mnemod.domain.keywords import jaccard
 from mnemod.domain.model import Entry
 
@@ -50,8 +51,9 @@ class Lookup:
         self, entry: Entry, entries: dict[str, Entry], threshold: float
     ) -> tuple[Entry, float] | None:
         """The best same-type entry whose keyword Jaccard passes `threshold`."""
+        ordered = rare_first(entry.keywords, lambda w: len(self._postings.get((entry.type, w), ())))
         candidates: set[str] = set()
-        for word in entry.keywords:
+        for word in ordered[: prefix_length(len(ordered), threshold)]:
             candidates |= self._postings.get((entry.type, word), set())
         candidates.discard(entry.id)
         best: tuple[Entry, float] | None = None
