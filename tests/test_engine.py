@@ -279,3 +279,21 @@ def test_update_recomputes_keywords_tokens_and_ttl(store: mnemod.Store) -> None:
     assert "monday" in updated.keywords
     assert updated.expires_at == T0 + timedelta(days=14)
     assert updated.tokens > entry.tokens or updated.tokens > 0
+
+
+def test_history_past_the_snapshot_is_cut_back_after_a_crash(
+    tmp_path: Path, clock: FixedClock
+) -> None:
+    store = mnemod.open(tmp_path / "data", clock=clock)
+    store.engine.autosave = False
+    kept = store.add("Cat is called Miso")
+    store.engine.save()
+    store.add("Dog is called Bao")
+    store.engine.journal.flush()  # a crash between the journal and the index write
+    store.engine._lock.release()  # type: ignore[union-attr]  # the kernel does this on kill -9
+    history = tmp_path / "data" / "default" / "history.jsonl"
+    assert len(history.read_text().splitlines()) == 2
+    again = reopen(tmp_path, clock)
+    assert [r["id"] for r in read_jsonl(history)] == [kept.id]
+    assert [e.id for e in again.list()] == [kept.id]
+    again.close()

@@ -102,7 +102,16 @@ class Bm25Index:
     def scores(self, query_terms: Iterable[str]) -> dict[str, float]:
         """BM25 of every document sharing a term with the query (each distinct term once)."""
         total: dict[str, float] = {}
-        for term in dict.fromkeys(query_terms):
-            for doc_id, value in self.term_scores(term).items():
-                total[doc_id] = total.get(doc_id, 0.0) + value
+        k1, b = self.params.k1, self.params.b
+        avgdl = self.avgdl or 1.0
+        doc_len = self._doc_len
+        get = total.get
+        for term in dict.fromkeys(query_terms):  # term_scores inlined: the hot loop of resolve
+            posting = self._postings.get(term)
+            if not posting:
+                continue
+            idf = self.idf(term)
+            for doc_id, tf in posting.items():
+                norm = k1 * (1.0 - b + b * doc_len[doc_id] / avgdl)
+                total[doc_id] = get(doc_id, 0.0) + idf * tf * (k1 + 1.0) / (tf + norm)
         return total

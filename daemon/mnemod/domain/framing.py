@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from mnemod.tokens import TokenCounter
@@ -33,6 +34,7 @@ def item_line(content: str) -> str:
     return "- " + " ".join(content.split())
 
 
+@lru_cache(maxsize=65536)  # packing asks for the day of every candidate; strftime is slow
 def day_of(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%d")
 
@@ -123,6 +125,8 @@ class Tally:
         return cost
 
     def fits(self, candidate: Candidate) -> bool:
+        if self.used + self.costs.line(candidate) + self.reserve > self.budget:
+            return False  # the line alone does not fit (the marginal cost is never less)
         return self.used + self.marginal(candidate) + self.reserve <= self.budget
 
     def take(self, candidate: Candidate) -> int:

@@ -118,11 +118,18 @@ def with_neighbours(
     if weight <= 0:
         return dict(bm25)
     out = dict(bm25)
+    factors: dict[int, float] = {}
     for doc_id, score in bm25.items():
         for other, distance in neighbours.get(doc_id, ()):
-            bonus = weight * math.pow(settings.neighbour_decay, distance - 1) * score
+            factor = factors.get(distance)
+            if factor is None:
+                factor = weight * math.pow(settings.neighbour_decay, distance - 1)
+                factors[distance] = factor
+            bonus = factor * score
             if bonus > 0:
-                out[other] = max(out.get(other, 0.0), bm25.get(other, 0.0) + bonus)
+                value = bm25.get(other, 0.0) + bonus
+                if value > out.get(other, 0.0):
+                    out[other] = value
     return out
 
 

@@ -162,6 +162,7 @@ class Resolver:
         self._patterns: dict[str, Any] = {}
         self._seq: dict[str, int] = {}
         self._order: list[tuple[datetime, int, str]] = []
+        self._near: dict[str, list[tuple[str, int]]] = {}  # neighbours; cleared when _order changes
         self._next_seq = 0
 
     def __len__(self) -> int:
@@ -190,6 +191,7 @@ class Resolver:
                 self._order_remove(old)
             if candidate.layer == "l3":
                 bisect.insort(self._order, self._order_key(candidate))
+            self._near.clear()
 
     def remove(self, candidate_id: str) -> bool:
         old = self._items.pop(candidate_id, None)
@@ -201,6 +203,7 @@ class Resolver:
         self._triggered.discard(candidate_id)
         if old.layer == "l3":
             self._order_remove(old)
+            self._near.clear()
         del self._seq[candidate_id]
         return True
 
@@ -215,6 +218,13 @@ class Resolver:
 
     def neighbours(self, candidate_id: str) -> list[tuple[str, int]]:
         """(id, distance) of the L3 items created just before and after this one."""
+        cached = self._near.get(candidate_id)
+        if cached is not None:
+            return cached
+        self._near[candidate_id] = out = self._find_neighbours(candidate_id)
+        return out
+
+    def _find_neighbours(self, candidate_id: str) -> list[tuple[str, int]]:
         candidate = self._items[candidate_id]
         if candidate.layer != "l3":
             return []
@@ -286,7 +296,8 @@ class Resolver:
                 pick.reason = "taken"
                 taken.append(pick)
             else:
-                pick.cost = tally.marginal(pick.candidate)
+                if trace:  # the cost of what was left out is only shown in the trace
+                    pick.cost = tally.marginal(pick.candidate)
                 pick.reason = "left: budget"
         left = [p for p in [*picks, *cold] if p.reason != "taken" and p.matched]
         return self._finish(taken, left, [*picks, *cold], budget, trace)
@@ -301,21 +312,29 @@ class Resolver:
             relevance = with_neighbours(eligible, near, settings)
         floor = settings.min_relative_score * max(bm25.values(), default=0.0)
         picks: list[_Pick] = []
+        items, hot = self._items, self._hot
         for doc_id, value in relevance.items():
             if value < floor:
                 continue
-            if doc_id in early or doc_id in self._hot:
+            if doc_id in early or doc_id in hot:
                 continue
-            c = self._items[doc_id]
-            boost = frecency_boost(c.access_count, c.last_accessed_at, now, settings)
+            c = items[doc_id]
+            boost = (
+                frecency_boost(c.access_count, c.last_accessed_at, now, settings)
+                if c.access_count > 0
+                else 0.0
+            )
             score = value * importance_factor(c.importance, settings) * (1.0 + boost)
             picks.append(_Pick(c, "cold", bm25.get(doc_id, 0.0), score, matched=doc_id in bm25))
-        picks.sort(
-            key=lambda p: (
-                -pack_key(p.score, self.costs.line(p.candidate), settings),
-                p.candidate.id,
+        if settings.density_exponent == 0:  # rank order: pack_key is the score itself
+            picks.sort(key=lambda p: (-p.score, p.candidate.id))
+        else:
+            picks.sort(
+                key=lambda p: (
+                    -pack_key(p.score, self.costs.line(p.candidate), settings),
+                    p.candidate.id,
+                )
             )
-        )
         return picks
 
     def _finish(

@@ -4,6 +4,7 @@ archive.jsonl (expired or removed entries, whole, with the reason — nothing ju
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -54,9 +55,40 @@ class Journal:
         self._history.clear()
         self._archive.clear()
 
+    def sizes(self) -> dict[str, int]:
+        """Byte lengths of both files, recorded in each snapshot."""
+        return {
+            "history": _size(self.history_path),
+            "archive": _size(self.archive_path),
+        }
+
+    def truncate_to(self, recorded: dict[str, Any]) -> dict[str, int]:
+        """Cut each file back to its recorded length when it grew past it; returns the
+        bytes cut per file. A file shorter than recorded (rotated by a person) is left."""
+        cut: dict[str, int] = {}
+        for name, path in (("history", self.history_path), ("archive", self.archive_path)):
+            length = recorded.get(name)
+            if not isinstance(length, int) or isinstance(length, bool) or length < 0:
+                continue
+            size = _size(path)
+            if size > length:
+                with path.open("r+b") as handle:
+                    handle.truncate(length)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                cut[path.name] = size - length
+        return cut
+
     @property
     def pending(self) -> bool:
         return bool(self._history or self._archive)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
 
 
 def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:

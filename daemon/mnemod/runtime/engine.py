@@ -80,6 +80,8 @@ class Engine:
         self.l1 = L1Registry(l1_dir, config.limits) if l1_dir is not None else None
         self.l1_problems: list[L1Problem] = self.l1.reload_all() if self.l1 is not None else []
         self.journal = Journal(paths.history, paths.archive)
+        if not readonly and snapshot.recovered_from is None:
+            self._trim_journal(snapshot.stats)
         self.changed: dict[str, str] = {}
         self.recall = Recall(self.counter)
         for entry in [*self.entries.values(), *self.l2_entries.values()]:
@@ -114,15 +116,29 @@ class Engine:
             return False
         if self.readonly:
             raise MnemodError(f"{self.paths.root}: opened read-only; changes are not saved")
-        self.journal.flush()
-        if self.dirty:
-            save_index(self.paths.index, self._snapshot(), now or self.clock.now())
-            self.dirty = False
+        if self.journal.pending:
+            self.journal.flush()
+            self.dirty = True  # the index records the journal's length (see _trim_journal)
+        save_index(self.paths.index, self._snapshot(), now or self.clock.now())
+        self.dirty = False
         return True
 
     def _snapshot(self) -> L3Snapshot:
-        stats: dict[str, Any] = {"entries": len(self.entries), "by_type": self.counts_by_type()}
+        stats: dict[str, Any] = {
+            "entries": len(self.entries),
+            "by_type": self.counts_by_type(),
+            "journal": self.journal.sizes(),
+        }
         return L3Snapshot(list(self.entries.values()), self.last_event_id, stats)
+
+    def _trim_journal(self, stats: dict[str, Any]) -> None:
+        """Records appended after the last snapshot describe changes the snapshot does not
+        hold; after a crash those changes are applied again from the event stream, so the
+        records are cut back to the snapshot's length rather than written twice."""
+        recorded = stats.get("journal")
+        if isinstance(recorded, dict):
+            for name, cut in self.journal.truncate_to(recorded).items():
+                log.warning("journal.truncated", file=name, bytes=cut, reason="after the snapshot")
 
     def _commit(self) -> None:
         self.dirty = True
@@ -290,10 +306,10 @@ class Engine:
             self.lookup.add(entry)
             self._commit()
         else:
-            self.journal.flush()
             self._write_l2(entry.type)
             if old_type != entry.type:
                 self._write_l2(old_type)
+            self.save()
         return entry
 
     def remove(self, entry_id: str, now: datetime | None = None, by: str | None = None) -> Entry:
@@ -308,8 +324,8 @@ class Engine:
             self._commit()
         else:
             del self.l2_entries[entry.id]
-            self.journal.flush()
             self._write_l2(entry.type)
+            self.save()
         return entry
 
     def promote(self, entry_id: str, now: datetime | None = None, by: str | None = None) -> Entry:
@@ -378,10 +394,10 @@ class Engine:
             self.journal.record(now, "import", entry.id, self.actor, layer=layer)
             self._touched(entry.id, "add")
             restored += 1
-        self.journal.flush()
         for type_ in sorted(l2_types):
             self._write_l2(type_)
-        self._commit()
+        self.dirty = True
+        self.save()
         return restored
 
     def resolve(

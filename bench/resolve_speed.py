@@ -1,0 +1,361 @@
+"""Resolve latency at 1k, 10k and 100k memories: in process and over the Redis RPC stream.
+
+The corpus is short conversational memories: LoCoMo turns (`speaker: text`) repeated with
+about 40 % of their longer words swapped for words drawn from the whole corpus (so term
+frequencies stay realistic and no two copies are the same), 30 s apart; without the data
+file, synthetic sentences from a seeded Zipf vocabulary. Prompts are LoCoMo questions (or
+synthetic ones); budget 1000 tokens.
+
+The corpus is built through `Store.add` inside `engine.batch()` (one save at the end). Each
+memory is given one unique keyword, so the dedup check on add does not scan the store:
+that check costs O(entries sharing a keyword) per add (about 10 ms an add at 10k entries
+with extracted keywords), which would make a 100k build take hours. `add_ms` times a few
+adds with extracted keywords afterwards: it shows the rest of add's cost, not that scan.
+
+In process, three modes on the same store, interleaved prompt by prompt:
+- `pure`: `engine.resolve(..., record_access=False)` — ranking, packing, framing;
+- `as_used`: `engine.resolve(...)` recording accesses, saves deferred (what the daemon does
+  per request before its periodic snapshot);
+- `api`: `Store.resolve` as a library user calls it — records accesses and saves the whole
+  index on every call (few calls at large sizes).
+`first_ms` is the first pass (token counts of the matched lines not cached yet).
+
+Over RPC, the store is closed and `mnemod run --data-dir D` started on the same folder (its
+own embedded redis-server); each request is `XADD mnemod:{default}:rpc * op resolve ...`
+then `BLPOP` of the reply list. `overhead_ms` = rpc p50 − in-process `as_used` p50.
+
+    python bench/resolve_speed.py [--data PATH] [--sizes 1000,10000,100000] [--no-rpc]
+        [--queries 100] [--profile] [--out bench/results/resolve_speed.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import cProfile
+import io
+import itertools
+import json
+import os
+import pstats
+import random
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "daemon"))
+
+import mnemod  # noqa: E402
+from mnemod.redisio.connection import connect  # noqa: E402
+
+BUDGET = 1000
+CONFIG = {"ttl": {"context": "3650d"}}
+START = datetime(2023, 1, 1, tzinfo=UTC)
+STEP = timedelta(seconds=30)
+ENV = {"MNEMOD_TTL_CONTEXT": "3650d", "MNEMOD_LOG_FORMAT": "json", "MNEMOD_LOG_LEVEL": "info"}
+
+
+# ---- corpus ---------------------------------------------------------------------------------
+def load_locomo(path: Path) -> tuple[list[str], list[str]]:
+    turns: list[str] = []
+    questions: list[str] = []
+    with path.open(encoding="utf-8") as handle:
+        for line in handle:
+            row = json.loads(line)
+            if row["kind"] == "memory":
+                turns.append(f"{row['speaker']}: {row['text']}")
+            elif row["kind"] == "query":
+                questions.append(row["text"])
+    return turns, questions
+
+
+def synthetic(rng: random.Random) -> tuple[list[str], list[str]]:
+    """Sentences from a 5,000-word Zipf vocabulary with function words between them."""
+    syllables = ["ka", "lo", "mi", "ren", "tas", "vo", "sel", "dun", "pra", "ith", "or", "be"]
+    vocab = sorted({"".join(rng.choices(syllables, k=rng.randint(2, 4))) for _ in range(8000)})
+    vocab = vocab[:5000]
+    rng.shuffle(vocab)
+    weights = [1.0 / (rank + 1) for rank in range(len(vocab))]
+    glue = ["the", "a", "and", "to", "of", "with", "my", "we", "at", "for"]
+
+    def sentence(words: int) -> str:
+        picked = rng.choices(vocab, weights, k=words)
+        return " ".join(w if i % 2 else f"{rng.choice(glue)} {w}" for i, w in enumerate(picked))
+
+    turns = [sentence(rng.randint(6, 24)).capitalize() + "." for _ in range(800)]
+    questions = [f"What about {sentence(rng.randint(2, 5))}?" for _ in range(300)]
+    return turns, questions
+
+
+def memories(turns: Sequence[str], rng: random.Random) -> Iterator[str]:
+    """The turns once as they are, then endlessly varied copies."""
+    pool = [w for t in turns for w in re.findall(r"[A-Za-z']{4,}", t)]
+    yield from turns
+    while True:
+        for turn in turns:
+            words = [
+                rng.choice(pool) if len(w) > 3 and rng.random() < 0.4 else w for w in turn.split()
+            ]
+            if len(words) < 8:
+                words += rng.sample(pool, 3)
+            yield " ".join(words)
+
+
+def unique_word(index: int) -> str:
+    """A letters-only keyword no other memory has (digits would split into a common term)."""
+    letters = "bcdfghjklmnpqrstvwxz"
+    out = ""
+    while True:
+        index, digit = divmod(index, len(letters))
+        out += letters[digit]
+        if index == 0:
+            return "zq" + out
+
+
+# ---- measuring ------------------------------------------------------------------------------
+def percentiles(samples: Sequence[float]) -> dict[str, float]:
+    ordered = sorted(samples)
+    if not ordered:
+        return {"p50": float("nan"), "p99": float("nan"), "n": 0}
+
+    def at(share: float) -> float:
+        return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+    return {"p50": round(at(0.5) * 1000, 3), "p99": round(at(0.99) * 1000, 3), "n": len(ordered)}
+
+
+def warm_up(call: Callable[[str], Any], prompts: Sequence[str], seconds: float) -> list[float]:
+    """One first pass (caches empty), stopped after `seconds`; the prompts it reached are
+    the ones timed afterwards."""
+    out: list[float] = []
+    deadline = time.monotonic() + seconds
+    for prompt in prompts:
+        out.append(timed(lambda p=prompt: call(p)))
+        if time.monotonic() > deadline:
+            break
+    return out
+
+
+def timed(call: Callable[[], Any]) -> float:
+    started = time.perf_counter()
+    call()
+    return time.perf_counter() - started
+
+
+def build(store: Any, size: int, source: Iterator[str]) -> float:
+    started = time.perf_counter()
+    with store.engine.batch():
+        for index in range(size):
+            store.add(next(source), created_at=START + STEP * index, keywords=[unique_word(index)])
+    return time.perf_counter() - started
+
+
+def sample_adds(store: Any, size: int, source: Iterator[str], count: int) -> list[float]:
+    """Adds with extracted keywords (the dedup check scans what shares a keyword)."""
+    out = []
+    with store.engine.batch():
+        for index in range(count):
+            when = START + STEP * (size + index)
+            out.append(timed(lambda when=when: store.add(next(source), created_at=when)))
+    return out
+
+
+def in_process(
+    store: Any, prompts: Sequence[str], now: datetime, api_calls: int, max_seconds: float
+) -> dict[str, Any]:
+    engine = store.engine
+    first = warm_up(
+        lambda p: engine.resolve(p, BUDGET, now=now, record_access=False), prompts, max_seconds
+    )
+    prompts = prompts[: len(first)]
+    pure: list[float] = []
+    as_used: list[float] = []
+    deadline = time.monotonic() + max_seconds
+    with engine.batch():  # accesses recorded, the save deferred to the end
+        for prompt in prompts:
+            pure.append(
+                timed(lambda p=prompt: engine.resolve(p, BUDGET, now=now, record_access=False))
+            )
+            as_used.append(timed(lambda p=prompt: engine.resolve(p, BUDGET, now=now)))
+            if time.monotonic() > deadline:
+                break
+    api = [timed(lambda p=p: store.resolve(p, budget=BUDGET, now=now)) for p in prompts[:api_calls]]
+    return {
+        "first_ms": percentiles(first),
+        "pure_ms": percentiles(pure),
+        "as_used_ms": percentiles(as_used),
+        "api_ms": percentiles(api),
+    }
+
+
+def profile(store: Any, prompts: Sequence[str], now: datetime, top: int = 15) -> str:
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for prompt in prompts:
+        store.engine.resolve(prompt, BUDGET, now=now, record_access=False)
+    profiler.disable()
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(top)
+    return out.getvalue()
+
+
+# ---- the daemon -----------------------------------------------------------------------------
+@contextlib.contextmanager
+def daemon(folder: Path, timeout: float = 300.0) -> Iterator[tuple[Any, float]]:
+    """`mnemod run` on `folder`; yields a client and the seconds until it was serving."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOD_")} | ENV
+    args = [sys.executable, "-m", "mnemod.cli.main", "run", "--data-dir", str(folder)]
+    env["PYTHONPATH"] = str(ROOT / "daemon")
+    log = (folder / "daemon.log").open("wb")
+    started = time.perf_counter()
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log, env=env, text=True)
+    client = None
+    try:
+        assert proc.stdout is not None
+        url = next(w for w in proc.stdout.readline().split() if w.startswith("unix://"))
+        client = connect(url, socket_timeout=60.0)
+        deadline = time.monotonic() + timeout
+        while client.hget("mnemod:{default}:status", "state") != "running":
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"daemon did not start; see {folder / 'daemon.log'}")
+            time.sleep(0.1)
+        yield client, time.perf_counter() - started
+    finally:
+        if client is not None:
+            client.close()
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=120)
+        log.close()
+
+
+def rpc_latency(
+    client: Any, prompts: Sequence[str], max_seconds: float
+) -> tuple[list[float], list[float]]:
+    counter = itertools.count()
+
+    def ask(prompt: str) -> None:
+        reply_to = f"bench-reply:{os.getpid()}:{next(counter)}"
+        fields = {"op": "resolve", "prompt": prompt, "budget": str(BUDGET), "reply_to": reply_to}
+        client.xadd("mnemod:{default}:rpc", fields)
+        if client.blpop([reply_to], timeout=60) is None:
+            raise RuntimeError("no reply from the daemon within 60 s")
+
+    first = warm_up(ask, prompts, max_seconds)
+    prompts = prompts[: len(first)]
+    out = []
+    deadline = time.monotonic() + max_seconds
+    for prompt in prompts:
+        out.append(timed(lambda p=prompt: ask(p)))
+        if time.monotonic() > deadline:
+            break
+    return first, out
+
+
+# ---- main -----------------------------------------------------------------------------------
+def run_size(
+    size: int, turns: list[str], prompts: list[str], args: argparse.Namespace
+) -> dict[str, Any]:
+    rng = random.Random(size)
+    source = memories(turns, rng)
+    row: dict[str, Any] = {"entries": size}
+    with tempfile.TemporaryDirectory(prefix="mnemod-speed-") as name:
+        folder = Path(name)
+        store = mnemod.open(folder, config=CONFIG)
+        try:
+            row["build_s"] = round(build(store, size, source), 2)
+            adds = sample_adds(store, size, source, args.adds)
+            row["add_ms"] = percentiles(adds)
+            now = START + STEP * (size + args.adds) + timedelta(days=1)
+            api_calls = 20 if size <= 10_000 else 3
+            row.update(in_process(store, prompts, now, api_calls, args.max_seconds))
+            if args.profile and size == max(args.sizes):
+                row["profile"] = profile(store, prompts[:20], now)
+            row["stored"] = len(store.engine.entries)
+        finally:
+            row["close_s"] = round(timed(store.close), 2)
+        if args.rpc:
+            with daemon(folder) as (client, ready):
+                row["daemon_start_s"] = round(ready, 2)
+                first, rpc = rpc_latency(client, prompts, args.max_seconds)
+            row["rpc_first_ms"] = percentiles(first)
+            row["rpc_ms"] = percentiles(rpc)
+            row["rpc_overhead_ms"] = round(row["rpc_ms"]["p50"] - row["as_used_ms"]["p50"], 3)
+    return row
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default=str(ROOT.parent / "shared" / "data" / "locomo-dev.jsonl"))
+    parser.add_argument("--sizes", default="1000,10000,100000")
+    parser.add_argument("--queries", type=int, default=60, help="distinct prompts")
+    parser.add_argument("--adds", type=int, default=20, help="timed adds with dedup check")
+    parser.add_argument("--max-seconds", type=float, default=12.0, help="per size and pass")
+    parser.add_argument("--no-rpc", dest="rpc", action="store_false")
+    parser.add_argument("--profile", action="store_true", help="cProfile the largest size")
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "resolve_speed.json"))
+    args = parser.parse_args(argv)
+    args.sizes = [int(s) for s in args.sizes.split(",")]
+    data = Path(args.data)
+    if data.exists():
+        turns, questions = load_locomo(data)
+        corpus = f"LoCoMo turns varied ({data.name})"
+    else:
+        turns, questions = synthetic(random.Random(7))
+        corpus = "synthetic Zipf sentences"
+    prompts = random.Random(1).sample(questions, min(args.queries, len(questions)))
+    rows = [run_size(size, turns, prompts, args) for size in args.sizes]
+
+    print(f"resolve latency, budget {BUDGET}, {len(prompts)} prompts, corpus: {corpus}")
+    head = (
+        "entries",
+        "build s",
+        "add p50",
+        "first p50",
+        "pure p50",
+        "pure p99",
+        "used p50",
+        "used p99",
+        "api p50",
+        "rpc p50",
+        "rpc p99",
+        "rpc-used",
+    )
+    print("".join(f"{h:>10}" for h in head) + "   (ms unless noted)")
+    for r in rows:
+        cells = [
+            r["entries"],
+            r["build_s"],
+            r["add_ms"]["p50"],
+            r["first_ms"]["p50"],
+            r["pure_ms"]["p50"],
+            r["pure_ms"]["p99"],
+            r["as_used_ms"]["p50"],
+            r["as_used_ms"]["p99"],
+            r["api_ms"]["p50"],
+            r.get("rpc_ms", {}).get("p50", "-"),
+            r.get("rpc_ms", {}).get("p99", "-"),
+            r.get("rpc_overhead_ms", "-"),
+        ]
+        print("".join(f"{c:>10.4g}" if isinstance(c, float) else f"{c:>10}" for c in cells))
+    for r in rows:
+        if "profile" in r:
+            print(f"\ncProfile of {r['entries']} entries, pure resolve:\n{r['profile']}")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    payload = {"budget": BUDGET, "corpus": corpus, "prompts": len(prompts), "sizes": rows}
+    out.write_text(json.dumps(payload, indent=2) + "\n")
+    print(f"written to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
