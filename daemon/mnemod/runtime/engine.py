@@ -8,6 +8,7 @@ durable before returning. The daemon turns autosave off and snapshots once per b
 from __future__ import annotations
 
 import copy
+import time
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -39,6 +40,7 @@ from mnemod.runtime.recall import Recall
 from mnemod.tokens import TokenCounter, token_counter
 
 log = structlog.get_logger("mnemod.engine")
+ACCESS_SAVE_SECONDS = 30.0  # accesses are soft state: losing 30 s of them loses no memory
 
 
 class Engine:
@@ -90,6 +92,8 @@ class Engine:
         self.changed.clear()
         self.last_outcome = ""
         self.dirty = snapshot.recovered_from is not None
+        self.soft_dirty = False  # only accesses changed since the last save
+        self.last_save = time.monotonic()
         self._batch_depth = 0
 
     # ---- lifecycle -------------------------------------------------------------------
@@ -112,7 +116,7 @@ class Engine:
 
     def save(self, now: datetime | None = None) -> bool:
         """Journal first, then the index: archived copies are durable before entries leave."""
-        if not self.dirty and not self.journal.pending:
+        if not (self.dirty or self.soft_dirty or self.journal.pending):
             return False
         if self.readonly:
             raise MnemodError(f"{self.paths.root}: opened read-only; changes are not saved")
@@ -120,7 +124,8 @@ class Engine:
             self.journal.flush()
             self.dirty = True  # the index records the journal's length (see _trim_journal)
         save_index(self.paths.index, self._snapshot(), now or self.clock.now())
-        self.dirty = False
+        self.dirty = self.soft_dirty = False
+        self.last_save = time.monotonic()
         return True
 
     def _snapshot(self) -> L3Snapshot:
@@ -142,16 +147,28 @@ class Engine:
 
     def _commit(self) -> None:
         self.dirty = True
-        if self.autosave and self._batch_depth == 0:
+        self._maybe_save()
+
+    def _maybe_save(self) -> None:
+        """With autosave: changes are saved at once; accesses alone (soft, and frequent:
+        every resolve records some) at most every ACCESS_SAVE_SECONDS, and at close."""
+        if not self.autosave or self._batch_depth:
+            return
+        if self.dirty or self.journal.pending or self.access_save_due():
             self.save()
+
+    def access_save_due(self) -> bool:
+        return self.soft_dirty and time.monotonic() - self.last_save >= ACCESS_SAVE_SECONDS
 
     def mark_applied(self, event_id: str) -> None:
         self.last_event_id = event_id
         self.dirty = True
 
     def _touched(self, entry_id: str, op: str) -> None:
-        """Note a change for the hot layer and keep resolve's view in step."""
-        self.changed[entry_id] = op
+        """Note a change for the hot layer and keep resolve's view in step. An access never
+        hides a stronger change of the same batch (an add, an update)."""
+        if op != "access" or entry_id not in self.changed:
+            self.changed[entry_id] = op
         entry = self.entries.get(entry_id)
         if entry is not None:
             self.recall.put(entry, "l3")
@@ -263,7 +280,8 @@ class Engine:
         if entry.id in self.entries:
             entry.expires_at = retention.expires_at(self.config.ttl, entry)
         self._touched(entry.id, "access")
-        self._commit()
+        self.soft_dirty = True
+        self._maybe_save()
         return entry
 
     def update(
@@ -450,7 +468,7 @@ class Engine:
             yield
         finally:
             self._batch_depth -= 1
-        self._commit()
+        self._maybe_save()
 
     def _keywords(self, content: str, given: list[str] | None) -> list[str]:
         limit = self.config.limits.max_keywords

@@ -63,6 +63,8 @@ class Writer:
         self.rpc_handler = rpc_handler
         self.unacked: list[str] = []
         self.unacked_rpc: list[str] = []
+        self.pending_access: set[str] = set()
+        self.ack_backlog = config.daemon.batch_size * 5
         # the backlog (delivered before a crash, never acknowledged) first, then new ones
         self.read_from = {keys.events: "0", keys.rpc: "0"}
         self.last_commit = time.monotonic()
@@ -124,10 +126,21 @@ class Writer:
         if result.applied or result.dead or result.skipped or result.rpc:
             self.publish(self.engine.drain_changes())
             self._log_batch(result)
+        if self.unacked_rpc:  # answered: requests need no snapshot
+            self.client.xack(self.keys.rpc, GROUP, *self.unacked_rpc)
+            self.unacked_rpc = []
         return result
 
-    def publish(self, changes: dict[str, str]) -> None:
-        """Bring the hot layer in step, then tell subscribers what changed."""
+    def publish(self, changes: dict[str, str], flush_accesses: bool = False) -> None:
+        """Bring the hot layer in step, then tell subscribers what changed. Accesses alone
+        (every resolve records some) reach Redis with the next commit, not per request."""
+        for entry_id, op in changes.items():
+            if op == "access":
+                self.pending_access.add(entry_id)
+        changes = {i: op for i, op in changes.items() if op != "access"}
+        if flush_accesses and self.pending_access:
+            changes = {**dict.fromkeys(self.pending_access, "access"), **changes}
+            self.pending_access.clear()
         if not changes:
             return
         self.hot.apply_changes(self.engine, changes)
@@ -199,10 +212,17 @@ class Writer:
 
     # ---- durability ----------------------------------------------------------------------
     def commit(self, force: bool = False) -> bool:
-        """Snapshot if due, then XACK everything the snapshot covers."""
-        due = force or time.monotonic() - self.last_commit >= self.snapshot_interval
-        if not due and len(self.unacked) < self.config.daemon.batch_size * 5:
-            return False
+        """Snapshot if due, then XACK everything the snapshot covers (group commit: events
+        wait at most `snapshot_interval`; accesses alone wait ACCESS_SAVE_SECONDS)."""
+        engine = self.engine
+        elapsed = time.monotonic() - self.last_commit
+        hard = bool(self.unacked) or engine.dirty or engine.journal.pending
+        if not force:
+            if hard and elapsed < self.snapshot_interval and len(self.unacked) < self.ack_backlog:
+                return False
+            if not hard and not engine.access_save_due():
+                return False
+        self.publish({}, flush_accesses=True)
         started = time.perf_counter()
         wrote = self.engine.save()
         if wrote:
@@ -232,7 +252,7 @@ class Writer:
     def run_command(self, command: Command) -> None:
         engine = self.engine
         if command.kind == "snapshot":
-            self.commit(force=True)
+            self.commit()
             return
         if command.kind in ("gc", "expiry"):
             report = engine.gc(by="gc", expire_only=command.kind == "expiry")
