@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, cast
@@ -251,6 +252,10 @@ def _check_heartbeat(ctx: Context, status: dict[str, str]) -> Check:
     if not beat:
         return Check("daemon", "fail", f"no daemon has run for namespace {ctx.namespace!r}")
     age = utcnow() - parse_time(beat)
+    owner_host = status.get("owner", "").partition(":")[0]
+    pid = status.get("pid", "")
+    if owner_host == socket.gethostname() and pid.isdigit() and not _pid_alive(int(pid)):
+        return Check("daemon", "fail", f"daemon process {pid} is gone (crashed or killed)")
     if age > FRESH or status.get("state") != "running":
         return Check(
             "daemon",
@@ -258,6 +263,16 @@ def _check_heartbeat(ctx: Context, status: dict[str, str]) -> Check:
             f"heartbeat {int(age.total_seconds())} s old, state {status.get('state')}",
         )
     return Check("daemon", "ok", f"pid {status.get('pid')}, heartbeat {_seconds(age)} ago")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # alive, under another user
+    return True
 
 
 def _seconds(age: timedelta) -> str:

@@ -267,11 +267,7 @@ class Daemon:
                     self._reload(engine, writer)
                 for command in self.commands.drain():
                     if command.kind == "heartbeat":
-                        self._recover_lost_data(engine, writer, hot, lease)
-                        status.write(engine, writer, hot, scheduler, state=self.state.value)
-                        self.metrics.set_events_pending(
-                            self.options.namespace, writer.pending_count()
-                        )
+                        self._heartbeat(engine, writer, hot, lease, status, scheduler)
                         continue
                     writer.run_command(command)
                 writer.step(block_ms)
@@ -305,6 +301,23 @@ class Daemon:
         writer.ensure_groups()
         writer.read_from = dict.fromkeys(writer.read_from, "0")
         hot.rebuild(engine)
+
+    def _heartbeat(
+        self,
+        engine: Engine,
+        writer: Writer,
+        hot: HotSync,
+        lease: Lease,
+        status: StatusWriter,
+        scheduler: Scheduler,
+    ) -> None:
+        self._recover_lost_data(engine, writer, hot, lease)
+        pending = writer.pending_count()
+        hot_items = hot.count()
+        writer.record_job("heartbeat", {"pending": pending, "hot": hot_items})
+        status.write(engine, writer, hot, scheduler, state=self.state.value)
+        self.metrics.set_events_pending(self.options.namespace, pending)
+        self.metrics.set_hot_items(self.options.namespace, hot_items)
 
     def _reload(self, engine: Engine, writer: Writer) -> None:
         """SIGHUP: read the config file again; keep the old one if the new one is bad."""
