@@ -335,9 +335,18 @@ class Client:
             raise RequestRejectedError(answer)
         return answer
 
+    def send(
+        self, op: str, data: dict[str, Any], wait: float | None = None, by: str = "agent"
+    ) -> str:
+        """XADD one raw event (`op`, `data`); `by="cli"` marks it in the history. With
+        `wait`, return once the daemon has made it durable. Returns the event id."""
+        return self._send(op, data, wait, by)
+
     # -- internals -----------------------------------------------------------------------
-    def _send(self, op: str, data: dict[str, Any], wait: float | None) -> str:
+    def _send(self, op: str, data: dict[str, Any], wait: float | None, by: str = "agent") -> str:
         fields = {"op": op, "data": json.dumps(data, ensure_ascii=False)}
+        if by != "agent":
+            fields["by"] = by
         with _redis_errors():
             event_id = cast(str, self.redis.xadd(self.keys.events, cast(Any, fields)))
         self.last_event_id = event_id

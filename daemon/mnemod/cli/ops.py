@@ -13,13 +13,14 @@ from typing import Any, cast
 import redis
 
 from mnemod.cli.context import Context
-from mnemod.cli.remote import FRESH, DaemonLink, connect_quietly, redis_url
+from mnemod.cli.remote import FRESH, connect_quietly, is_running, redis_url
 from mnemod.clock import parse_time, utcnow
 from mnemod.config import config_as_tree, redact_url
 from mnemod.errors import MnemodError
 from mnemod.files.l1_files import L1Registry
 from mnemod.files.l2_markdown import L2Folder
 from mnemod.files.l3_store import load_index
+from mnemod.processes import pid_alive
 from mnemod.redisio.connection import check_version
 from mnemod.redisio.keys import GROUP, Keys
 from mnemod.runtime.paths import NamespacePaths, list_namespaces
@@ -92,12 +93,9 @@ def _namespace_status(ctx: Context, namespace: str, client: redis.Redis | None) 
         return info
     keys = Keys(ctx.config.redis.prefix, namespace)
     status = cast(dict[str, str], client.hgetall(keys.status))
-    link = DaemonLink(client, keys, status)
-    age = link.heartbeat_age
+    running = is_running(status)
     info["daemon"] = (
-        "running"
-        if age is not None and age <= FRESH and status.get("state") == "running"
-        else f"not running (last heartbeat {status.get('heartbeat', 'never')})"
+        "running" if running else f"not running (last heartbeat {status.get('heartbeat', 'never')})"
     )
     info["leader"] = client.get(keys.lease)
     info["hot"] = client.zcard(keys.hot)
@@ -254,7 +252,7 @@ def _check_heartbeat(ctx: Context, status: dict[str, str]) -> Check:
     age = utcnow() - parse_time(beat)
     owner_host = status.get("owner", "").partition(":")[0]
     pid = status.get("pid", "")
-    if owner_host == socket.gethostname() and pid.isdigit() and not _pid_alive(int(pid)):
+    if owner_host == socket.gethostname() and pid.isdigit() and not pid_alive(int(pid)):
         return Check("daemon", "fail", f"daemon process {pid} is gone (crashed or killed)")
     if age > FRESH or status.get("state") != "running":
         return Check(
@@ -263,16 +261,6 @@ def _check_heartbeat(ctx: Context, status: dict[str, str]) -> Check:
             f"heartbeat {int(age.total_seconds())} s old, state {status.get('state')}",
         )
     return Check("daemon", "ok", f"pid {status.get('pid')}, heartbeat {_seconds(age)} ago")
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # alive, under another user
-    return True
 
 
 def _seconds(age: timedelta) -> str:

@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from mnemod.cli.context import Context
-from mnemod.cli.remote import remote_resolve, running_daemon
+from mnemod.cli.remote import running_daemon
 from mnemod.errors import InvalidInputError, LockedError, MnemodError
 from mnemod.redisio.rpc import result_payload
 
@@ -39,12 +39,10 @@ def resolve_payload(
     namespace is free, read-only when another writer holds it)."""
     if budget is not None and budget < 1:
         raise InvalidInputError("--budget", "must be at least 1 token")
-    link = running_daemon(ctx)
-    if link is not None:
-        try:
-            return remote_resolve(link, prompt, budget, session, trace)
-        finally:
-            link.client.close()
+    client = running_daemon(ctx)
+    if client is not None:
+        with client:
+            return client.resolve(prompt, budget, session=session, trace=trace)
     try:
         with ctx.engine(write=True) as engine:
             result = engine.resolve(prompt, budget, session=session, trace=trace)

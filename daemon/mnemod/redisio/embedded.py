@@ -30,6 +30,7 @@ from redis.retry import Retry
 
 from mnemod.errors import RedisUnavailableError
 from mnemod.files.atomic import atomic_write_text
+from mnemod.processes import pid_alive
 
 log = structlog.get_logger("mnemod.redis")
 
@@ -80,8 +81,11 @@ class EmbeddedRedis:
         self.folder.mkdir(parents=True, exist_ok=True, mode=folder_mode)
         self.folder.chmod(folder_mode)
         if self.socket_path.parent != self.folder:
-            log.info("redis.embedded.socket_fallback", folder_len=len(str(self.folder)),
-                     socket=str(self.socket_path))
+            log.info(
+                "redis.embedded.socket_fallback",
+                folder_len=len(str(self.folder)),
+                socket=str(self.socket_path),
+            )
         with self._start_lock():
             running = self._running_pid()
             if running is not None:
@@ -259,7 +263,7 @@ class EmbeddedRedis:
             except subprocess.TimeoutExpired:
                 return False
             return True
-        return _poll(lambda: not _alive(pid), timeout)
+        return _poll(lambda: not pid_alive(pid), timeout)
 
 
 def socket_path_for(folder: Path) -> Path:
@@ -271,30 +275,6 @@ def socket_path_for(folder: Path) -> Path:
     return Path(tempfile.gettempdir()) / f"mnemod-{digest}.sock"
 
 
-def _alive(pid: int) -> bool:
-    try:
-        if os.waitpid(pid, os.WNOHANG)[0] == pid:
-            return False  # our own child, now reaped
-    except ChildProcessError:
-        pass  # not our child: its parent (or init) reaps it
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return not _is_zombie(pid)
-
-
-def _is_zombie(pid: int) -> bool:
-    """A dead process nobody reaped yet (a container's PID 1 may never reap it)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rpartition(")")[2].split()[:1] == ["Z"]
-
-
 def _signal(pid: int, signum: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signum)
@@ -302,7 +282,7 @@ def _signal(pid: int, signum: signal.Signals) -> None:
 
 def _is_redis_process(pid: int, binary_name: str) -> bool:
     """Is `pid` a redis-server? (Never signal a process that merely reused the pid.)"""
-    if not _alive(pid):
+    if not pid_alive(pid):
         return False
     cmdline = Path(f"/proc/{pid}/cmdline")
     try:
@@ -311,7 +291,10 @@ def _is_redis_process(pid: int, binary_name: str) -> bool:
         try:
             command = subprocess.run(
                 ["ps", "-p", str(pid), "-o", "command="],
-                capture_output=True, text=True, timeout=5, check=False,
+                capture_output=True,
+                text=True,
+                timeout=5,
+                check=False,
             ).stdout
         except (OSError, subprocess.TimeoutExpired):
             return False

@@ -23,6 +23,7 @@ import structlog
 from mnemod.clock import Clock
 from mnemod.config import Config, load_config, redact_url
 from mnemod.errors import ConfigError, LockedError, MnemodError
+from mnemod.processes import pid_alive
 from mnemod.redisio.connection import Backoff, check_version, connect
 from mnemod.redisio.embedded import EmbeddedRedis
 from mnemod.redisio.keys import Keys
@@ -176,7 +177,7 @@ class Daemon:
             return
         host, _, rest = holder.partition(":")
         pid_text = rest.partition(":")[0]
-        if host != socket.gethostname() or not pid_text.isdigit() or _alive(int(pid_text)):
+        if host != socket.gethostname() or not pid_text.isdigit() or pid_alive(int(pid_text)):
             return
         if lease.clear(holder):
             log.info("lease.cleared", holder=holder, reason="its process is gone")
@@ -336,16 +337,6 @@ class Daemon:
         log.info("config.reloaded", source=fresh.source)
         self.notifier.ready("config reloaded")
         self.commands.post(Command("reload_l1"))
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _interval_seconds(spec: str, default: float) -> float:

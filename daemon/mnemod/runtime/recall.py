@@ -5,14 +5,19 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from datetime import UTC, datetime
+from dataclasses import replace
+from datetime import datetime
 
 from mnemod.domain.model import Entry
-from mnemod.domain.resolve import Candidate, Resolver, ResolveResult, candidate_from_entry
+from mnemod.domain.resolve import (
+    Candidate,
+    Resolver,
+    ResolveResult,
+    candidate_from_entry,
+    candidate_from_l1,
+)
 from mnemod.files.l1_files import L1Item
 from mnemod.tokens import TokenCounter
-
-L1_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)  # L1 items are timeless; resolve shows them undated
 
 
 class Recall:
@@ -56,17 +61,4 @@ class Recall:
         return result
 
     def _l1_candidate(self, item: L1Item) -> Candidate:
-        return Candidate(
-            id=item.id,
-            layer="l1",
-            type="l1",
-            content=item.content,
-            created_at=L1_EPOCH,
-            last_accessed_at=L1_EPOCH,
-            tokens=self.counter.count(item.content),
-            importance=item.importance,
-            tier="hot" if item.always else "warm",
-            triggers=item.triggers,
-            once=item.once,
-            tags=item.tags,
-        )
+        return replace(candidate_from_l1(item), tokens=self.counter.count(item.content))
