@@ -21,7 +21,7 @@ import structlog
 from mnemod.clock import Clock
 from mnemod.config import Config
 from mnemod.domain import retention
-from mnemod.domain.gc import GcReport, plan_gc
+from mnemod.domain.gc import GcReport
 from mnemod.domain.keywords import extract_keywords, normalize_keywords
 from mnemod.domain.merge import merge_into
 from mnemod.domain.model import Entry
@@ -33,6 +33,7 @@ from mnemod.files.l1_files import L1Item, L1Problem, L1Registry
 from mnemod.files.l3_store import L3Snapshot, load_index, save_index
 from mnemod.files.lock import NamespaceLock
 from mnemod.ids import new_id
+from mnemod.runtime.bulk import restore_entries, run_gc
 from mnemod.runtime.l2_layer import L2Layer
 from mnemod.runtime.lookup import Lookup
 from mnemod.runtime.paths import NamespacePaths
@@ -87,7 +88,7 @@ class Engine:
         self.changed: dict[str, str] = {}
         self.recall = Recall(self.counter)
         for entry in [*self.entries.values(), *self.l2_entries.values()]:
-            self._touched(entry.id, "load")
+            self.touched(entry.id, "load")
         self.recall.sync_l1(self.l1_items())
         self.changed.clear()
         self.last_outcome = ""
@@ -164,7 +165,7 @@ class Engine:
         self.last_event_id = event_id
         self.dirty = True
 
-    def _touched(self, entry_id: str, op: str) -> None:
+    def touched(self, entry_id: str, op: str) -> None:
         """Note a change for the hot layer and keep resolve's view in step. An access never
         hides a stronger change of the same batch (an add, an update)."""
         if op != "access" or entry_id not in self.changed:
@@ -262,13 +263,13 @@ class Engine:
         match = self.similar(entry)
         if match is not None:
             survivor, score = match
-            self._fold(survivor, entry, now, actor, score=round(score, 3))
+            self.fold(survivor, entry, now, actor, score=round(score, 3))
             self.last_outcome = "merged"
             return survivor
-        self._insert(entry)
+        self.insert(entry)
         self.last_outcome = "added"
         self.journal.record(now, "add", entry.id, actor, type=entry.type, key=entry.key)
-        self._touched(entry.id, "add")
+        self.touched(entry.id, "add")
         self._commit()
         return entry
 
@@ -279,7 +280,7 @@ class Engine:
         entry.last_accessed_at = max(entry.last_accessed_at, now)
         if entry.id in self.entries:
             entry.expires_at = retention.expires_at(self.config.ttl, entry)
-        self._touched(entry.id, "access")
+        self.touched(entry.id, "access")
         self.soft_dirty = True
         self._maybe_save()
         return entry
@@ -318,15 +319,15 @@ class Engine:
             entry.keywords = normalize_keywords(fields["keywords"], self.config.limits.max_keywords)
         entry.updated_at = max(now, entry.updated_at)
         self.journal.record(now, "update", entry.id, by or self.actor, fields=sorted(fields))
-        self._touched(entry.id, "update")
+        self.touched(entry.id, "update")
         if in_l3:
             entry.expires_at = retention.expires_at(self.config.ttl, entry)
             self.lookup.add(entry)
             self._commit()
         else:
-            self._write_l2(entry.type)
+            self.write_l2(entry.type)
             if old_type != entry.type:
-                self._write_l2(old_type)
+                self.write_l2(old_type)
             self.save()
         return entry
 
@@ -336,13 +337,13 @@ class Engine:
         actor = by or self.actor
         self.journal.archive(now, entry, "removed", actor)
         self.journal.record(now, "remove", entry.id, actor)
-        self._touched(entry.id, "remove")
+        self.touched(entry.id, "remove")
         if entry.id in self.entries:
-            self._drop(entry)
+            self.drop(entry)
             self._commit()
         else:
             del self.l2_entries[entry.id]
-            self._write_l2(entry.type)
+            self.write_l2(entry.type)
             self.save()
         return entry
 
@@ -352,7 +353,7 @@ class Engine:
         if entry.id in self.l2_entries:
             return entry
         now = now or self.clock.now()
-        self._promote_many([entry], now, by or self.actor)
+        self.promote_many([entry], now, by or self.actor)
         return entry
 
     def gc(
@@ -362,61 +363,12 @@ class Engine:
         by: str = "gc",
         expire_only: bool = False,
     ) -> GcReport:
-        now = now or self.clock.now()
-        entries = list(self.entries.values())
-        plan = plan_gc(entries, self.config, now, expire_only=expire_only)  # pure: changes nothing
-        report = plan.report(entries, dry_run)
-        if dry_run:
-            return report
-        with self._deferred():
-            for entry_id in plan.expired:
-                entry = self.entries[entry_id]
-                self.journal.archive(
-                    now,
-                    entry,
-                    f"expired at {entry.expires_at and entry.expires_at.isoformat()}",
-                    by,
-                )
-                self.journal.record(now, "expire", entry_id, by)
-                self._touched(entry_id, "remove")
-                self._drop(entry)
-            for survivor_id, folded_ids in plan.merges:
-                survivor = self.entries[survivor_id]
-                for folded_id in folded_ids:
-                    self._fold(survivor, self.entries[folded_id], now, by)
-            for entry_id in plan.newly_promotable:
-                self.entries[entry_id].promotable = True
-                self._touched(entry_id, "update")
-            self.dirty = True
-        if plan.promote:
-            self._promote_many([self.entries[i] for i in plan.promote], now, by)
-        log.info(
-            "gc.finished", namespace=self.paths.namespace, **report.as_dict() | {"details": None}
-        )
-        return report
+        """Expire, merge, mark promotable, promote (see runtime.bulk.run_gc)."""
+        return run_gc(self, now or self.clock.now(), dry_run, by, expire_only)
 
     def restore(self, entries: list[tuple[str, Entry]], now: datetime | None = None) -> int:
-        """Put exported entries back as they were (no dedup, no TTL recomputation).
-        Ids already present are skipped; returns how many were restored."""
-        now = now or self.clock.now()
-        restored = 0
-        l2_types: set[str] = set()
-        for layer, entry in entries:
-            if self.find(entry.id) is not None:
-                continue
-            if layer == "l2":
-                self.l2_entries[entry.id] = entry
-                l2_types.add(entry.type)
-            else:
-                self._insert(entry)
-            self.journal.record(now, "import", entry.id, self.actor, layer=layer)
-            self._touched(entry.id, "add")
-            restored += 1
-        for type_ in sorted(l2_types):
-            self._write_l2(type_)
-        self.dirty = True
-        self.save()
-        return restored
+        """Put exported entries back as they were; returns how many (see runtime.bulk)."""
+        return restore_entries(self, entries, now or self.clock.now())
 
     def resolve(
         self,
@@ -437,7 +389,7 @@ class Engine:
             raise InvalidInputError("budget", "must be at least 1 token")
         result = self.recall.resolve(prompt, limit, now, session, seen_once, trace)
         if record_access and not self.readonly:
-            with self._deferred():
+            with self.deferred():
                 for item in result.items:
                     if item.layer != "l1" and self.find(item.id) is not None:
                         self.access(item.id, now)
@@ -458,11 +410,11 @@ class Engine:
     def reload_l2(self) -> None:
         """Re-read the L2 files (a person edited one); a broken file keeps its last version."""
         for entry_id in self._load_l2():
-            self._touched(entry_id, "update" if entry_id in self.l2_entries else "remove")
+            self.touched(entry_id, "update" if entry_id in self.l2_entries else "remove")
 
     # ---- internals -----------------------------------------------------------------------
     @contextmanager
-    def _deferred(self) -> Iterator[None]:
+    def deferred(self) -> Iterator[None]:
         self._batch_depth += 1
         try:
             yield
@@ -482,15 +434,15 @@ class Engine:
         changed = self.l2.load()
         for entry_id in [i for i in self.entries if i in self.l2.entries]:
             # a crash between writing L2 and saving the index: L2 wins
-            self._drop(self.entries[entry_id])
+            self.drop(self.entries[entry_id])
             self.dirty = True
         return changed
 
-    def _write_l2(self, type_: str, extra: list[Entry] | None = None) -> None:
+    def write_l2(self, type_: str, extra: list[Entry] | None = None) -> None:
         for entry_id in self.l2.write(type_, extra):
-            self._touched(entry_id, "update")
+            self.touched(entry_id, "update")
 
-    def _promote_many(self, entries: list[Entry], now: datetime, by: str) -> None:
+    def promote_many(self, entries: list[Entry], now: datetime, by: str) -> None:
         """Write the L2 files with the promoted copies first; only then change memory and
         the index, so a failed write leaves everything as it was."""
         promoted = [copy.copy(entry) for entry in entries]
@@ -499,32 +451,32 @@ class Engine:
             entry.promotable = True
             entry.updated_at = max(now, entry.updated_at)
         for type_ in sorted({entry.type for entry in promoted}):
-            self._write_l2(type_, [e for e in promoted if e.type == type_])
+            self.write_l2(type_, [e for e in promoted if e.type == type_])
         for original, entry in zip(entries, promoted, strict=True):
-            self._drop(original)
+            self.drop(original)
             self.l2_entries[entry.id] = entry
             self.journal.record(now, "promote", entry.id, by, type=entry.type)
-            self._touched(entry.id, "promote")
+            self.touched(entry.id, "promote")
         self._commit()
 
-    def _fold(self, survivor: Entry, folded: Entry, now: datetime, by: str, **detail: Any) -> None:
+    def fold(self, survivor: Entry, folded: Entry, now: datetime, by: str, **detail: Any) -> None:
         self.lookup.discard(survivor)
         if folded.id in self.entries:
-            self._drop(folded)
+            self.drop(folded)
         merge_into(survivor, folded, now)
         survivor.expires_at = retention.expires_at(self.config.ttl, survivor)
         for old_id in [folded.id, *folded.merged_from]:
             self.lookup.alias(old_id, survivor.id)
         self.lookup.add(survivor)
         self.journal.record(now, "merge", survivor.id, by, merged=[folded.id], **detail)
-        self._touched(survivor.id, "update")
-        self._touched(folded.id, "remove")
+        self.touched(survivor.id, "update")
+        self.touched(folded.id, "remove")
         self._commit()
 
-    def _insert(self, entry: Entry) -> None:
+    def insert(self, entry: Entry) -> None:
         self.entries[entry.id] = entry
         self.lookup.add(entry)
 
-    def _drop(self, entry: Entry) -> None:
+    def drop(self, entry: Entry) -> None:
         self.lookup.discard(entry)
         del self.entries[entry.id]

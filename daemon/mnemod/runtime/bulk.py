@@ -1,0 +1,80 @@
+"""Operations over many entries at once: the GC run and `import`.
+
+They change the engine only through its own primitives (drop, fold, touched, promote_many),
+so the journal, the hot-layer change list and resolve's view stay in step as with any
+single change.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+import structlog
+
+from mnemod.domain.gc import GcReport, plan_gc
+from mnemod.domain.model import Entry
+
+if TYPE_CHECKING:
+    from mnemod.runtime.engine import Engine
+
+log = structlog.get_logger("mnemod.gc")
+
+
+def run_gc(engine: Engine, now: datetime, dry_run: bool, by: str, expire_only: bool) -> GcReport:
+    started = time.perf_counter()
+    entries = list(engine.entries.values())
+    plan = plan_gc(entries, engine.config, now, expire_only=expire_only)  # pure
+    report = plan.report(entries, dry_run)
+    if dry_run:
+        return report
+    with engine.deferred():
+        for entry_id in plan.expired:
+            entry = engine.entries[entry_id]
+            expired_at = entry.expires_at.isoformat() if entry.expires_at else "?"
+            engine.journal.archive(now, entry, f"expired at {expired_at}", by)
+            engine.journal.record(now, "expire", entry_id, by)
+            engine.drop(entry)
+            engine.touched(entry_id, "remove")
+        for survivor_id, folded_ids in plan.merges:
+            survivor = engine.entries[survivor_id]
+            for folded_id in folded_ids:
+                engine.fold(survivor, engine.entries[folded_id], now, by)
+        for entry_id in plan.newly_promotable:
+            engine.entries[entry_id].promotable = True
+            engine.touched(entry_id, "update")
+        engine.dirty = True
+    if plan.promote:
+        engine.promote_many([engine.entries[i] for i in plan.promote], now, by)
+    log.info(
+        "gc.finished",
+        namespace=engine.paths.namespace,
+        expire_only=expire_only,
+        duration_ms=round((time.perf_counter() - started) * 1000, 1),
+        **report.as_dict(summary=True),
+    )
+    return report
+
+
+def restore_entries(engine: Engine, entries: list[tuple[str, Entry]], now: datetime) -> int:
+    """Exported entries back as they were (no dedup, no TTL recomputation); ids already
+    present are skipped."""
+    restored = 0
+    l2_types: set[str] = set()
+    for layer, entry in entries:
+        if engine.find(entry.id) is not None:
+            continue
+        if layer == "l2":
+            engine.l2_entries[entry.id] = entry
+            l2_types.add(entry.type)
+        else:
+            engine.insert(entry)
+        engine.journal.record(now, "import", entry.id, engine.actor, layer=layer)
+        engine.touched(entry.id, "add")
+        restored += 1
+    for type_ in sorted(l2_types):
+        engine.write_l2(type_)
+    engine.dirty = True
+    engine.save()
+    return restored
