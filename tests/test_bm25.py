@@ -106,3 +106,64 @@ def test_incremental_equals_rebuild(
     assert set(got) == set(expected)
     for doc_id, value in expected.items():
         assert math.isclose(got[doc_id], value, rel_tol=1e-9)
+
+
+def exact_top(scores: dict[str, float], k: int, exclude: frozenset[str]) -> list[str]:
+    ranked = sorted((d for d in scores if d not in exclude), key=lambda d: (-scores[d], d))
+    return ranked[:k]
+
+
+ZIPF = st.sampled_from(["a", "a", "a", "a", "b", "b", "b", "c", "c", "d", "e", "f", "g", "h"])
+DOCS = st.dictionaries(
+    st.text("pqrstuvwxyz", min_size=1, max_size=3), st.lists(ZIPF, max_size=8), max_size=60
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    docs=DOCS,
+    query=st.lists(ZIPF, min_size=1, max_size=5),
+    k=st.integers(0, 12),
+    drop=st.lists(st.text("pqrstuvwxyz", min_size=1, max_size=3), max_size=5),
+    excluded=st.frozensets(st.text("pqrstuvwxyz", min_size=1, max_size=2), max_size=4),
+)
+def test_top_k_equals_exact_top_k(
+    docs: dict[str, list[str]], query: list[str], k: int, drop: list[str], excluded: frozenset[str]
+) -> None:
+    index = Bm25Index()
+    for doc_id, terms in docs.items():
+        index.add(doc_id, terms)
+    for doc_id in drop:  # removals leave the index as if built without them
+        index.remove(doc_id)
+        docs.pop(doc_id, None)
+    full = index.scores(query)
+    found = index.top_k(query, k, exclude=excluded)
+    want = exact_top(full, k, excluded)
+    got = sorted(found.scores, key=lambda d: (-found.scores[d], d))
+    assert [full[d] for d in got] == [full[d] for d in want]  # the same scores, ties aside
+    if want:  # beyond ties at the cut, the very same documents
+        assert {d for d in got if full[d] != full[want[-1]]} <= set(want)
+    for doc_id, value in found.scores.items():
+        assert value == full[doc_id]  # summed like scores(), so bit-identical
+    matches = {d for d in full if d not in excluded}
+    if found.complete:
+        assert set(found.scores) == matches
+    if found.complete:
+        assert found.count_at_least(0.0, excluded) == 0
+    else:
+        assert found.count_at_least(0.0, excluded) <= len(matches - set(found.scores))
+
+
+def test_top_k_skips_the_common_term_for_a_rare_one() -> None:
+    index = Bm25Index()
+    for i in range(500):
+        index.add(f"d{i:03d}", ["caroline", f"w{i}", "filler"])
+    for i in range(5):
+        index.add(f"r{i}", ["caroline", "sunrise", "lake"])
+    found = index.top_k(["caroline", "sunrise"], 3)
+    assert set(found.scores) <= {f"r{i}" for i in range(5)} and len(found.scores) == 3
+    assert not found.complete
+    assert len(found.lower) < 100  # the common term's 505 postings were not all walked
+    exact = index.scores(["caroline", "sunrise"])
+    assert all(found.scores[d] == exact[d] for d in found.scores)
+    assert index.top_k(["caroline", "sunrise"], 1000).complete

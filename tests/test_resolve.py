@@ -263,3 +263,27 @@ def test_budget_is_never_exceeded(
     assert result.dropped >= 0
     if result.dropped and result.text:
         assert result.text.endswith(note_line(result.dropped))
+
+
+def test_pruned_pool_selects_like_the_exact_path(counter: TokenCounter) -> None:
+    common = [
+        mem(f"c{i:03d}", f"Caroline: chat {i} about weekend plans", at=T0 + timedelta(hours=i))
+        for i in range(400)
+    ]
+    rare = [
+        mem(f"r{i}", f"Caroline: painted a sunrise over the lake {i}", at=T0 + timedelta(hours=i))
+        for i in range(0, 400, 40)
+    ]
+    resolver = resolver_with(counter, *common, *rare)
+    assert resolver.pool_size(300) < len(common)
+    pruned = resolver.resolve("When did Caroline paint a sunrise?", 300, NOW)
+    exact = resolver.resolve("When did Caroline paint a sunrise?", 300, NOW, pool=0)
+    strong = {c.id for c in rare}
+    assert strong <= set(ids(pruned)) and strong <= set(ids(exact))  # the hits, all of them
+    # beyond them only neighbours of hits come along (bonuses from weaker matches are the
+    # exact path's extra, see Resolver._cold)
+    assert {i for i in ids(pruned) if i not in strong} <= {f"c{i:03d}" for i in range(0, 400, 40)}
+    assert exact.dropped_exact and not pruned.dropped_exact
+    assert 0 < pruned.dropped <= exact.dropped  # a lower bound, and the note says as much
+    assert pruned.text.endswith(note_line(pruned.dropped))
+    assert pruned.tokens_used == counter.count(pruned.text) <= 300

@@ -1,19 +1,35 @@
 """An incremental BM25 index: add, remove and update documents without a rebuild.
 
-Postings are `term → {doc id → term frequency}`; document lengths, document frequencies
-(the size of each posting list) and the total length (for avgdl) are kept up to date on
-every change. `scores()` walks only the posting lists of the query terms, so its cost
-follows how common the query terms are, not the size of the corpus.
+Postings are grouped by impact: `term → {(tf, document length) → {doc id}}`. A term adds
+the same amount to every document of one group, so scoring computes it once per group and
+then only adds it up. Document frequencies, lengths and the total length (for avgdl) are
+kept up to date on every change; add and remove touch one group per term.
+
+`scores()` is the exact path: every document sharing a term with the query. `top_k()`
+finds the k best without scoring every match (MaxScore, term at a time). A term's upper
+bound is its best group's contribution (computed at query time from the live statistics, so
+nothing has to be maintained for it). Terms are taken from the largest bound down, their
+groups walked in full; before each term, the exact scores of the best k partial documents
+give a threshold, and once the bounds of the terms still to come add up to less than it, no
+document outside those already met can enter the top k. The remaining (common, low-IDF)
+terms are then only looked up, in each candidate's own term counts, for the candidates that
+can still reach the threshold. A speaker's name found in 40 % of the memories thus costs a
+few lookups rather than a walk over its posting list.
 
 IDF is the non-negative Lucene form, log(1 + (N − df + 0.5) / (df + 0.5)).
 """
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import Counter
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass, field
+from operator import itemgetter
+
+_SLACK = 1e-9  # bounds are compared with a little room for float rounding
+_second = itemgetter(1)
 
 
 @dataclass(frozen=True)
@@ -24,12 +40,41 @@ class Bm25Params:
     b: float = 0.75
 
 
+@dataclass
+class TopK:
+    """The outcome of `Bm25Index.top_k`.
+
+    `scores` holds the exact BM25 of the k best documents (fewer when fewer match).
+    `complete` is True when `scores` holds every matching document not excluded, i.e. the
+    pruned search lost nothing. `lower` maps documents met during the search to a lower
+    bound of their BM25 (the sum of the groups they were met in).
+    """
+
+    scores: dict[str, float]
+    complete: bool
+    lower: dict[str, float] = field(default_factory=dict)
+
+    def count_at_least(self, threshold: float, exclude: Collection[str] = ()) -> int:
+        """How many matching documents outside `scores` and `exclude` are known to score at
+        least `threshold`: a lower bound on the true number (exact when `complete`)."""
+        if self.complete:
+            return 0
+        lower = self.lower
+        found = sum(map(threshold.__le__, lower.values()))
+        if not found:
+            return 0
+        known = set(self.scores).union(exclude)
+        inside = sum(1 for doc_id in known if lower.get(doc_id, -1.0) >= threshold)
+        return found - inside
+
+
 class Bm25Index:
     """Documents are lists of terms keyed by an id; re-adding an id replaces it."""
 
     def __init__(self, params: Bm25Params | None = None) -> None:
         self.params = params or Bm25Params()
-        self._postings: dict[str, dict[str, int]] = {}
+        self._groups: dict[str, dict[tuple[int, int], dict[str, None]]] = {}
+        self._df: dict[str, int] = {}
         self._doc_terms: dict[str, Counter[str]] = {}
         self._doc_len: dict[str, int] = {}
         self._total_len = 0
@@ -48,7 +93,7 @@ class Bm25Index:
         return self._doc_len.get(doc_id, 0)
 
     def df(self, term: str) -> int:
-        return len(self._postings.get(term, ()))
+        return self._df.get(term, 0)
 
     def add(self, doc_id: str, terms: Iterable[str]) -> None:
         """Index `terms` under `doc_id`, replacing what was there (so add is also update)."""
@@ -59,8 +104,19 @@ class Bm25Index:
         self._doc_terms[doc_id] = counts
         self._doc_len[doc_id] = length
         self._total_len += length
+        groups, df = self._groups, self._df
         for term, tf in counts.items():
-            self._postings.setdefault(term, {})[doc_id] = tf
+            by_key = groups.get(term)
+            if by_key is None:
+                groups[term] = {(tf, length): {doc_id: None}}
+                df[term] = 1
+                continue
+            bucket = by_key.get((tf, length))
+            if bucket is None:
+                by_key[(tf, length)] = {doc_id: None}
+            else:
+                bucket[doc_id] = None
+            df[term] += 1
 
     def update(self, doc_id: str, terms: Iterable[str]) -> None:
         self.add(doc_id, terms)
@@ -70,12 +126,18 @@ class Bm25Index:
         counts = self._doc_terms.pop(doc_id, None)
         if counts is None:
             return False
-        self._total_len -= self._doc_len.pop(doc_id)
-        for term in counts:
-            posting = self._postings[term]
-            del posting[doc_id]
-            if not posting:
-                del self._postings[term]
+        length = self._doc_len.pop(doc_id)
+        self._total_len -= length
+        groups, df = self._groups, self._df
+        for term, tf in counts.items():
+            by_key = groups[term]
+            bucket = by_key[(tf, length)]
+            del bucket[doc_id]
+            if not bucket:
+                del by_key[(tf, length)]
+            df[term] -= 1
+            if not df[term]:
+                del groups[term], df[term]
         return True
 
     def idf(self, term: str) -> float:
@@ -85,33 +147,134 @@ class Bm25Index:
         n = len(self._doc_len)
         return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
 
-    def term_scores(self, term: str) -> dict[str, float]:
-        """The BM25 contribution of one term to every document that holds it."""
-        posting = self._postings.get(term)
-        if not posting:
-            return {}
+    def _impacts(self, term: str) -> list[tuple[float, tuple[int, int], dict[str, None]]]:
+        """(contribution, key, documents) of each group of `term`, largest first."""
         idf = self.idf(term)
         k1, b = self.params.k1, self.params.b
         avgdl = self.avgdl or 1.0
-        out: dict[str, float] = {}
-        for doc_id, tf in posting.items():
-            norm = k1 * (1.0 - b + b * self._doc_len[doc_id] / avgdl)
-            out[doc_id] = idf * tf * (k1 + 1.0) / (tf + norm)
+        out = []
+        for key, docs in self._groups[term].items():
+            tf, length = key
+            norm = k1 * (1.0 - b + b * length / avgdl)
+            out.append((idf * tf * (k1 + 1.0) / (tf + norm), key, docs))
+        out.sort(key=lambda group: -group[0])
         return out
 
+    def upper_bound(self, term: str) -> float:
+        """The most `term` adds to any document (its best group's contribution)."""
+        if term not in self._groups:
+            return 0.0
+        return self._impacts(term)[0][0]
+
+    def term_scores(self, term: str) -> dict[str, float]:
+        """The BM25 contribution of one term to every document that holds it."""
+        if term not in self._groups:
+            return {}
+        return {doc_id: value for value, _, docs in self._impacts(term) for doc_id in docs}
+
     def scores(self, query_terms: Iterable[str]) -> dict[str, float]:
-        """BM25 of every document sharing a term with the query (each distinct term once)."""
+        """BM25 of every document sharing a term with the query (each distinct term once):
+        the exact path, whose cost grows with the number of matches."""
         total: dict[str, float] = {}
         k1, b = self.params.k1, self.params.b
         avgdl = self.avgdl or 1.0
-        doc_len = self._doc_len
         get = total.get
-        for term in dict.fromkeys(query_terms):  # term_scores inlined: the hot loop of resolve
-            posting = self._postings.get(term)
-            if not posting:
+        for term in dict.fromkeys(query_terms):
+            by_key = self._groups.get(term)
+            if not by_key:
                 continue
             idf = self.idf(term)
-            for doc_id, tf in posting.items():
-                norm = k1 * (1.0 - b + b * doc_len[doc_id] / avgdl)
-                total[doc_id] = get(doc_id, 0.0) + idf * tf * (k1 + 1.0) / (tf + norm)
+            for (tf, length), docs in by_key.items():
+                norm = k1 * (1.0 - b + b * length / avgdl)
+                value = idf * tf * (k1 + 1.0) / (tf + norm)
+                for doc_id in docs:
+                    total[doc_id] = get(doc_id, 0.0) + value
         return total
+
+    def score_docs(self, query_terms: Iterable[str], doc_ids: Iterable[str]) -> dict[str, float]:
+        """Exact BM25 of the given documents (those sharing no term with the query are left
+        out), summed in query-term order like `scores()`, so the values are identical."""
+        k1, b = self.params.k1, self.params.b
+        avgdl = self.avgdl or 1.0
+        weighted = [(t, self.idf(t)) for t in dict.fromkeys(query_terms) if t in self._groups]
+        out: dict[str, float] = {}
+        if not weighted:
+            return out
+        for doc_id in doc_ids:
+            counts = self._doc_terms.get(doc_id)
+            if counts is None:
+                continue
+            norm = k1 * (1.0 - b + b * self._doc_len[doc_id] / avgdl)
+            total = 0.0
+            hit = False
+            for term, idf in weighted:
+                tf = counts.get(term)
+                if tf:
+                    total += idf * tf * (k1 + 1.0) / (tf + norm)
+                    hit = True
+            if hit:
+                out[doc_id] = total
+        return out
+
+    def top_k(self, query_terms: Iterable[str], k: int, exclude: Collection[str] = ()) -> TopK:
+        """The `k` best documents not in `exclude`, by exact BM25 (ties by id), found without
+        scoring every match (see the module doc). Equal to the first `k` of `scores()` in
+        (−score, id) order, up to float rounding between near-equal scores."""
+        wanted = list(dict.fromkeys(query_terms))
+        present = [t for t in wanted if t in self._groups]
+        if k <= 0 or not present:
+            return TopK({}, complete=not present)
+        impacts = {t: self._impacts(t) for t in present}
+        # the most promising term first; among equal bounds the rarer
+        plan = sorted(present, key=lambda t: (-impacts[t][0][0], self.df(t), t))
+        rest = [0.0] * (len(plan) + 1)  # rest[i]: the most terms i.. can still add
+        for i in range(len(plan) - 1, -1, -1):
+            rest[i] = rest[i + 1] + impacts[plan[i]][0][0] * (1.0 + _SLACK)
+        depth = k + len(exclude)  # the depth-th best score bounds the k-th kept one below
+        acc: dict[str, float] = {}
+        get = acc.get
+        theta = 0.0
+        essential = len(plan)
+        for i, term in enumerate(plan):
+            if len(acc) >= depth:
+                # exact scores of the best depth partials: their lowest bounds the k-th
+                best = heapq.nlargest(depth, acc.items(), key=_second)
+                theta = max(theta, min(self.score_docs(present, [d for d, _ in best]).values()))
+                if rest[i] < theta:  # a document met by none of terms ..i cannot get in
+                    essential = i
+                    break
+            for value, _, docs in impacts[term]:
+                for doc_id in docs:
+                    acc[doc_id] = get(doc_id, 0.0) + value
+        if essential < len(plan):
+            # the other terms only for the candidates that can still reach theta
+            remaining = rest[essential]
+            later = [
+                (term, {key: value for value, key, _ in impacts[term]}) for term in plan[essential:]
+            ]
+            doc_terms, doc_len = self._doc_terms, self._doc_len
+            pool: dict[str, float] = {}
+            for doc_id, partial in acc.items():
+                if partial + remaining < theta:
+                    continue
+                counts = doc_terms[doc_id]
+                length = doc_len[doc_id]
+                for term, by_key in later:
+                    tf = counts.get(term)
+                    if tf:
+                        partial += by_key[(tf, length)]
+                pool[doc_id] = partial
+        else:
+            pool = acc
+        stopped = essential < len(plan)
+        if exclude:
+            pool = {d: s for d, s in pool.items() if d not in exclude}
+        if len(pool) > k:
+            cut = heapq.nlargest(k, pool.values())[-1]
+            near = [(d, s) for d, s in pool.items() if s >= cut * (1.0 - _SLACK)]
+            near.sort(key=lambda item: (-item[1], item[0]))
+            chosen = [d for d, _ in near[:k]]
+        else:
+            chosen = list(pool)
+        exact = self.score_docs(wanted, chosen)
+        return TopK(exact, complete=not stopped and len(pool) <= k, lower=acc)

@@ -13,7 +13,6 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from mnemod.domain.keywords import jaccard
 from mnemod.domain.model import Entry
 
 
@@ -52,6 +51,7 @@ def candidate_pairs(entries: Iterable[Entry], threshold: float) -> list[Candidat
         ordered = rare_first(entry.keywords, count)
         for word in ordered[: prefix_length(len(ordered), threshold)]:
             postings[(entry.type, word)].append(entry)
+    sets = {e.id: frozenset(e.keywords) for e in listed}
     seen: set[tuple[str, str]] = set()
     found: list[Candidate] = []
     for group in postings.values():
@@ -61,7 +61,10 @@ def candidate_pairs(entries: Iterable[Entry], threshold: float) -> list[Candidat
                 if pair in seen:
                     continue
                 seen.add(pair)
-                score = jaccard(left.keywords, right.keywords)
+                a, b = sets[left.id], sets[right.id]
+                shared = len(a & b)
+                union = len(a) + len(b) - shared
+                score = shared / union if union else 0.0
                 if score >= threshold:
                     found.append(Candidate(pair[0], pair[1], score))
     found.sort(key=lambda c: (-c.score, c.a, c.b))

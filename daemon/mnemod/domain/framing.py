@@ -79,6 +79,7 @@ class FrameCosts:
         self.heading = counter.count(HEADING + "\n")
         self._lines: dict[str, tuple[str, int]] = {}
         self._days: dict[str, int] = {}
+        self._notes: dict[int, int] = {}
 
     def line(self, candidate: Candidate) -> int:
         """Cost of the candidate's line; recounted only when its content changed."""
@@ -100,7 +101,12 @@ class FrameCosts:
         return cost
 
     def note(self, dropped: int) -> int:
-        return self.counter.count(note_line(dropped)) if dropped else 0
+        if not dropped:
+            return 0
+        cost = self._notes.get(dropped)
+        if cost is None:
+            cost = self._notes[dropped] = self.counter.count(note_line(dropped))
+        return cost
 
 
 class Tally:

@@ -28,9 +28,29 @@ from mnemod.domain.keywords import terms
 # Removed from prompts only; memories keep them.
 QUERY_STOPWORDS = frozenset(
     (
-        "kind", "type", "sort", "many", "much", "long", "often", "ever", "likely", "think",
-        "thing", "things", "something", "anything", "know", "tell", "remember", "mention",
-        "mentioned", "say", "said", "recently", "usually",
+        "kind",
+        "type",
+        "sort",
+        "many",
+        "much",
+        "long",
+        "often",
+        "ever",
+        "likely",
+        "think",
+        "thing",
+        "things",
+        "something",
+        "anything",
+        "know",
+        "tell",
+        "remember",
+        "mention",
+        "mentioned",
+        "say",
+        "said",
+        "recently",
+        "usually",
     )
 )
 
@@ -51,6 +71,8 @@ class RankingSettings:
     neighbour_window_s: float = 900.0  # only items created this close in time are neighbours
     min_relative_score: float = 0.1  # cold items scoring below this × the best are not relevant
     density_exponent: float = 0.0  # pack by score / cost**x: 1 = per token, 0 = rank order
+    pool_floor: int = 100  # BM25 hits ranked at least (the top-k, see Resolver.resolve) …
+    pool_per_token: float = 0.1  # … or this many per token of budget, whichever is more
     fold_suffixes: bool = True
     query_stopwords: bool = True
 
@@ -108,16 +130,20 @@ def with_neighbours(
     bm25: dict[str, float],
     neighbours: Mapping[str, Iterable[tuple[str, int]]],
     settings: RankingSettings,
+    own: Mapping[str, float] | None = None,
 ) -> dict[str, float]:
     """Add `weight` × the best neighbour's BM25 to each item next to a hit.
 
     A reply often holds the answer to the question asked just before it; items with no term
     of their own can enter this way, but only through a neighbour that does match.
+    The hits are the keys of `bm25`; `own` (default `bm25`) gives the items' own BM25 when
+    it is known for more items than the hits (resolve passes the hits' matching neighbours).
     """
     weight = settings.neighbour_weight
+    base = bm25 if own is None else own
     if weight <= 0:
-        return dict(bm25)
-    out = dict(bm25)
+        return dict(base)
+    out = dict(base)
     factors: dict[int, float] = {}
     for doc_id, score in bm25.items():
         for other, distance in neighbours.get(doc_id, ()):
@@ -127,7 +153,7 @@ def with_neighbours(
                 factors[distance] = factor
             bonus = factor * score
             if bonus > 0:
-                value = bm25.get(other, 0.0) + bonus
+                value = base.get(other, 0.0) + bonus
                 if value > out.get(other, 0.0):
                     out[other] = value
     return out

@@ -10,6 +10,17 @@ Selection order:
    frecency priors (see `ranking`), packed greedily in score order (skipping what does
    not fit; score per token is a setting, and measured worse).
 
+Only a bounded pool is ranked: the BM25 top-k of the cold items (k = `pool_size(budget)`,
+at least `pool_floor`, more for large budgets), found by `Bm25Index.top_k` without scoring
+every match, plus those hits' neighbours; boosts and priors apply to that pool. When the
+budget takes half the hits or more, the pool is widened (×4) and the packing redone. With
+fewer matches than k the pool is every match and the ranking is the exact one.
+
+`dropped` counts the matching items left out: the hot, warm and pooled cold candidates
+(above the relevance floor) that did not fit, plus the documents outside the pool whose
+partial BM25 from the top-k search already reaches the floor. When the search was pruned
+(`dropped_exact` False) this is a lower bound: documents it never looked at are not counted.
+
 The whole text (heading, lines, date headers, the left-out note) is counted with the real
 tokenizer and never exceeds the budget. The caller records accesses of the returned items
 and the `once_ids` of the session.
@@ -18,14 +29,15 @@ and the `once_ids` of the session.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Set
+import math
+from collections.abc import Iterable, Iterator, Set
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
 import re2
 
-from mnemod.domain.bm25 import Bm25Index, Bm25Params
+from mnemod.domain.bm25 import Bm25Index, Bm25Params, TopK
 from mnemod.domain.framing import FrameCosts, Tally, render
 from mnemod.domain.model import Entry
 from mnemod.domain.ranking import (
@@ -135,6 +147,7 @@ class ResolveResult:
     hot_overflow: bool = False
     trace: list[dict[str, Any]] = field(default_factory=list)
     once_ids: tuple[str, ...] = ()
+    dropped_exact: bool = True  # False: `dropped` is a lower bound (see Resolver.resolve)
 
 
 @dataclass
@@ -261,6 +274,11 @@ class Resolver:
                 return True
         return False
 
+    def pool_size(self, budget: int) -> int:
+        """How many cold candidates resolve ranks: enough to fill `budget` several times."""
+        settings = self.settings
+        return max(settings.pool_floor, math.ceil(budget * settings.pool_per_token))
+
     def resolve(
         self,
         prompt: str,
@@ -268,55 +286,95 @@ class Resolver:
         now: datetime,
         seen_once: Set[str] = frozenset(),
         trace: bool = False,
+        pool: int | None = None,
     ) -> ResolveResult:
-        """Select and frame memories for `prompt` within `budget` tokens (see module doc)."""
-        bm25 = self.index.scores(query_terms(prompt, self.settings))
+        """Select and frame memories for `prompt` within `budget` tokens (see module doc).
+
+        `pool` overrides `pool_size(budget)`; 0 ranks every match (the exact path, for tests
+        and benchmarks). `dropped` in the result is exact unless `dropped_exact` is False,
+        when it is the lower bound described in the module doc."""
+        words = query_terms(prompt, self.settings)
         hot = sorted(
             (self._items[i] for i in self._hot if i not in seen_once or not self._items[i].once),
             key=_priority,
         )
+        warm_found = [
+            self._items[i] for i in self._triggered if self.triggers_match(self._items[i], prompt)
+        ]
+        skip = self._hot | {c.id for c in warm_found}
+        fixed = self.index.score_docs(words, skip)  # BM25 of hot and warm items
         warm = sorted(
-            (
-                self._items[i]
-                for i in self._triggered
-                if self.triggers_match(self._items[i], prompt)
-            ),
-            key=lambda c: (-c.importance, -bm25.get(c.id, 0.0), c.created_at, c.id),
+            warm_found,
+            key=lambda c: (-c.importance, -fixed.get(c.id, 0.0), c.created_at, c.id),
         )
-        early = {c.id for c in hot} | {c.id for c in warm}
-        cold = self._cold(bm25, early, now)
-        worst_dropped = len(hot) + len(warm) + sum(1 for p in cold if p.matched)
-        tally = Tally(self.costs, budget, self.costs.note(worst_dropped))
-        picks = [_Pick(c, "hot", bm25.get(c.id, 0.0), bm25.get(c.id, 0.0)) for c in hot]
-        picks += [_Pick(c, "warm", bm25.get(c.id, 0.0), bm25.get(c.id, 0.0)) for c in warm]
-        taken: list[_Pick] = []
-        for pick in [*picks, *cold]:
-            if tally.fits(pick.candidate):
-                pick.cost = tally.take(pick.candidate)
-                pick.reason = "taken"
-                taken.append(pick)
+        size = self.pool_size(budget) if pool is None else pool
+        while True:
+            if size > 0:
+                found = self.index.top_k(words, size, exclude=skip)
             else:
-                if trace:  # the cost of what was left out is only shown in the trace
-                    pick.cost = tally.marginal(pick.candidate)
-                pick.reason = "left: budget"
+                found = TopK(
+                    {i: s for i, s in self.index.scores(words).items() if i not in skip},
+                    complete=True,
+                )
+            cold, floor = self._cold(words, found, fixed, skip, now)
+            beyond = 0
+            if not found.complete:
+                beyond = found.count_at_least(floor, _Without(skip, cold))
+            worst = len(hot) + len(warm) + sum(1 for p in cold if p.matched) + beyond
+            tally = Tally(self.costs, budget, self.costs.note(worst))
+            picks = [_Pick(c, "hot", fixed.get(c.id, 0.0), fixed.get(c.id, 0.0)) for c in hot]
+            picks += [_Pick(c, "warm", fixed.get(c.id, 0.0), fixed.get(c.id, 0.0)) for c in warm]
+            taken: list[_Pick] = []
+            cold_taken = 0
+            for pick in [*picks, *cold]:
+                if tally.fits(pick.candidate):
+                    pick.cost = tally.take(pick.candidate)
+                    pick.reason = "taken"
+                    taken.append(pick)
+                    cold_taken += pick.phase == "cold"
+                else:
+                    if trace:  # the cost of what was left out is only shown in the trace
+                        pick.cost = tally.marginal(pick.candidate)
+                    pick.reason = "left: budget"
+            if found.complete or cold_taken * 2 < len(found.scores):
+                break
+            size *= 4  # the pool ran low before the budget did: rank a wider one
         left = [p for p in [*picks, *cold] if p.reason != "taken" and p.matched]
-        return self._finish(taken, left, [*picks, *cold], budget, trace)
+        return self._finish(taken, left, [*picks, *cold], budget, trace, beyond, found.complete)
 
-    def _cold(self, bm25: dict[str, float], early: Set[str], now: datetime) -> list[_Pick]:
-        """Matching items outside the hot and warm phases, in packing order."""
+    def _cold(
+        self,
+        words: list[str],
+        found: TopK,
+        fixed: dict[str, float],
+        skip: Set[str],
+        now: datetime,
+    ) -> tuple[list[_Pick], float]:
+        """Cold candidates in packing order, and the relevance floor.
+
+        The hits are the BM25 top-k (`found`, hot and warm items left out); their neighbours
+        are scored too, so a neighbour gets its own BM25 plus the bonus. Bonuses from matches
+        outside the top k are not given: each is at most `neighbour_weight` × the k-th BM25,
+        so everything that can score above (1 + neighbour_weight) × the k-th BM25 is ranked
+        as the exact path ranks it, and only the tail, far below what fits the budget, may
+        differ. With every match in `found` (`complete`) this is the exact ranking.
+        """
         settings = self.settings
-        eligible = {i: s for i, s in bm25.items() if i not in early and i not in self._hot}
-        relevance = eligible
+        hits = found.scores
+        bm25 = hits
+        relevance = hits
         if settings.neighbour_weight > 0:
-            near = {i: self.neighbours(i) for i in eligible}
-            relevance = with_neighbours(eligible, near, settings)
-        floor = settings.min_relative_score * max(bm25.values(), default=0.0)
+            near = {i: self.neighbours(i) for i in hits}
+            if not found.complete:  # complete: neighbours outside the hits match nothing
+                outside = {o for row in near.values() for o, _ in row if o not in hits}
+                bm25 = {**hits, **self.index.score_docs(words, outside - skip)}
+            relevance = with_neighbours(hits, near, settings, own=bm25)
+        best = max(max(hits.values(), default=0.0), max(fixed.values(), default=0.0))
+        floor = settings.min_relative_score * best
         picks: list[_Pick] = []
-        items, hot = self._items, self._hot
+        items = self._items
         for doc_id, value in relevance.items():
-            if value < floor:
-                continue
-            if doc_id in early or doc_id in hot:
+            if value < floor or doc_id in skip:
                 continue
             c = items[doc_id]
             boost = (
@@ -335,7 +393,7 @@ class Resolver:
                     p.candidate.id,
                 )
             )
-        return picks
+        return picks, floor
 
     def _finish(
         self,
@@ -344,9 +402,11 @@ class Resolver:
         considered: Iterable[_Pick],
         budget: int,
         trace: bool,
+        beyond: int = 0,
+        exact: bool = True,
     ) -> ResolveResult:
         """Render; if the assembled text still exceeds the budget, drop the last picks."""
-        dropped = len(left)
+        dropped = len(left) + beyond
         text = render([p.candidate for p in taken], dropped)
         used = self.counter.count(text)
         while used > budget and (taken or text):
@@ -373,7 +433,26 @@ class Resolver:
             hot_overflow=hot_overflow,
             trace=rows,
             once_ids=once_ids,
+            dropped_exact=exact,
         )
+
+
+class _Without:
+    """Membership in the skipped ids or the ranked candidates, without building a set."""
+
+    def __init__(self, skip: Set[str], picks: list[_Pick]) -> None:
+        self.skip = skip
+        self.ids = {p.candidate.id for p in picks}
+
+    def __contains__(self, item: object) -> bool:
+        return item in self.skip or item in self.ids
+
+    def __len__(self) -> int:
+        return len(self.skip) + len(self.ids)
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self.skip
+        yield from self.ids
 
 
 def _priority(candidate: Candidate) -> tuple[int, int, datetime, str]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections import defaultdict
 
 from mnemod.domain.dedup import prefix_length, rare_first
-from mnemod.domain.keywords import jaccard
 from mnemod.domain.model import Entry
 
 MAX_ALIAS_HOPS = 100
@@ -17,8 +16,10 @@ class Lookup:
         self.keys: dict[str, str] = {}
         self.aliases: dict[str, str] = {}
         self._postings: dict[tuple[str, str], set[str]] = defaultdict(set)
+        self._sets: dict[str, frozenset[str]] = {}
 
     def add(self, entry: Entry) -> None:
+        self._sets[entry.id] = frozenset(entry.keywords)
         for word in entry.keywords:
             self._postings[(entry.type, word)].add(entry.id)
         if entry.key:
@@ -27,6 +28,7 @@ class Lookup:
             self.aliases[old_id] = entry.id
 
     def discard(self, entry: Entry) -> None:
+        self._sets.pop(entry.id, None)
         for word in entry.keywords:
             ids = self._postings.get((entry.type, word))
             if ids is not None:
@@ -56,10 +58,17 @@ class Lookup:
         for word in ordered[: prefix_length(len(ordered), threshold)]:
             candidates |= self._postings.get((entry.type, word), set())
         candidates.discard(entry.id)
-        best: tuple[Entry, float] | None = None
-        for other_id in sorted(candidates):
-            other = entries[other_id]
-            score = jaccard(entry.keywords, other.keywords)
-            if score >= threshold and (best is None or score > best[1]):
-                best = (other, score)
-        return best
+        mine = frozenset(entry.keywords)
+        size = len(mine)
+        smallest, largest = threshold * size, size / threshold
+        sets = self._sets
+        best_id, best_score = "", threshold
+        for other_id in candidates:
+            theirs = sets[other_id]
+            if not smallest <= len(theirs) <= largest:
+                continue  # the size filter: J ≤ min/max of the two sizes
+            shared = len(mine & theirs)
+            score = shared / (size + len(theirs) - shared)
+            if score > best_score or (score == best_score and (not best_id or other_id < best_id)):
+                best_id, best_score = other_id, score
+        return (entries[best_id], best_score) if best_id else None
