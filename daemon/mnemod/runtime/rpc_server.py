@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import json
 import time
-from typing import cast
+from typing import Any, cast
 
 import redis
 import structlog
 
 from mnemod.clock import Clock
 from mnemod.errors import InvalidInputError
-from mnemod.redisio.keys import Keys
+from mnemod.redisio.keys import GROUP, Keys
 from mnemod.redisio.rpc import REPLY_TTL_SECONDS, parse_request, reply_target, result_payload
 from mnemod.runtime.engine import Engine
 from mnemod.runtime.metrics import Metrics
@@ -38,10 +38,18 @@ class RpcServer:
         except InvalidInputError as exc:
             target = reply_target(raw, self.keys)
             if target is None:
-                fields = {**raw, "error": str(exc), "event_id": request_id, "stream": "rpc"}
-                self.client.xadd(self.keys.dead, fields)  # type: ignore[arg-type]
+                fields: dict[Any, Any] = {
+                    **raw,
+                    "error": str(exc),
+                    "event_id": request_id,
+                    "stream": "rpc",
+                }
+                pipe = self.client.pipeline(transaction=True)
+                pipe.xadd(self.keys.dead, fields)
+                pipe.xack(self.keys.rpc, GROUP, request_id)
+                pipe.execute()
             else:
-                self._reply(target, {"ok": False, "id": request_id, "error": str(exc)})
+                self._reply(target, {"ok": False, "id": request_id, "error": str(exc)}, request_id)
             log.warning("rpc.rejected", request_id=request_id, error=str(exc)[:300])
             return
         seen: set[str] = set()
@@ -55,7 +63,8 @@ class RpcServer:
             pipe.sadd(self.keys.sessions(request.session), *result.once_ids)
             pipe.expire(self.keys.sessions(request.session), SESSION_TTL_SECONDS)
             pipe.execute()
-        self._reply(request.reply_to, {"id": request_id, **result_payload(result, request.trace)})
+        payload = {"id": request_id, **result_payload(result, request.trace)}
+        self._reply(request.reply_to, payload, request_id)
         seconds = time.perf_counter() - started
         self.metrics.resolved(self.keys.namespace, seconds)
         log.debug(
@@ -65,8 +74,11 @@ class RpcServer:
             ms=round(seconds * 1000, 2),
         )
 
-    def _reply(self, target: str, payload: dict[str, object]) -> None:
+    def _reply(self, target: str, payload: dict[str, object], request_id: str) -> None:
+        """The answer, its expiry and the request's acknowledgement in one round trip
+        (an answered request needs no snapshot)."""
         pipe = self.client.pipeline(transaction=True)
         pipe.rpush(target, json.dumps(payload, ensure_ascii=False))
         pipe.expire(target, REPLY_TTL_SECONDS)
+        pipe.xack(self.keys.rpc, GROUP, request_id)
         pipe.execute()

@@ -62,7 +62,6 @@ class Writer:
         self.metrics = metrics
         self.rpc_handler = rpc_handler
         self.unacked: list[str] = []
-        self.unacked_rpc: list[str] = []
         self.pending_access: set[str] = set()
         self.ack_backlog = config.daemon.batch_size * 5
         # the backlog (delivered before a crash, never acknowledged) first, then new ones
@@ -126,9 +125,6 @@ class Writer:
         if result.applied or result.dead or result.skipped or result.rpc:
             self.publish(self.engine.drain_changes())
             self._log_batch(result)
-        if self.unacked_rpc:  # answered: requests need no snapshot
-            self.client.xack(self.keys.rpc, GROUP, *self.unacked_rpc)
-            self.unacked_rpc = []
         return result
 
     def publish(self, changes: dict[str, str], flush_accesses: bool = False) -> None:
@@ -192,15 +188,17 @@ class Writer:
         )
 
     def _answer(self, request_id: str, raw: dict[str, str]) -> None:
+        """The handler answers and acknowledges the request itself."""
         if self.rpc_handler is None:
             self.dead_letter(request_id, raw, "rpc: this daemon serves no requests")
+            self.client.xack(self.keys.rpc, GROUP, request_id)
         else:
             self.rpc_handler(request_id, raw)
-        self.unacked_rpc.append(request_id)
 
     def _log_batch(self, result: BatchResult) -> None:
         self.metrics.event_applied(self.keys.namespace, result.applied)
-        log.info(
+        only_requests = not (result.applied or result.skipped or result.dead)
+        (log.debug if only_requests else log.info)(
             "events.batch",
             applied=result.applied,
             skipped=result.skipped,
@@ -241,12 +239,10 @@ class Writer:
 
     def _ack(self) -> None:
         pipe = self.client.pipeline(transaction=False)
-        for stream, ids in ((self.keys.events, self.unacked), (self.keys.rpc, self.unacked_rpc)):
-            for start in range(0, len(ids), 1000):
-                pipe.xack(stream, GROUP, *ids[start : start + 1000])
+        for start in range(0, len(self.unacked), 1000):
+            pipe.xack(self.keys.events, GROUP, *self.unacked[start : start + 1000])
         pipe.execute()
         self.unacked = []
-        self.unacked_rpc = []
 
     # ---- commands from the scheduler and the watcher -------------------------------------
     def run_command(self, command: Command) -> None:
