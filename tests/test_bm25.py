@@ -152,6 +152,9 @@ def test_top_k_equals_exact_top_k(
         assert found.count_at_least(0.0, excluded) == 0
     else:
         assert found.count_at_least(0.0, excluded) <= len(matches - set(found.scores))
+    # scoring more documents with the search's help gives the same floats as without it
+    some = [*docs, "absent"]
+    assert index.score_docs(query, some, found) == index.score_docs(query, some)
 
 
 def test_top_k_skips_the_common_term_for_a_rare_one() -> None:
@@ -167,3 +170,28 @@ def test_top_k_skips_the_common_term_for_a_rare_one() -> None:
     exact = index.scores(["caroline", "sunrise"])
     assert all(found.scores[d] == exact[d] for d in found.scores)
     assert index.top_k(["caroline", "sunrise"], 1000).complete
+
+
+def test_cached_contributions_follow_every_change() -> None:
+    """Group contributions are kept between queries; any add or remove invalidates them."""
+    docs = {"a": ["x", "y"], "b": ["x", "x", "z"], "c": ["y", "z", "z", "w"]}
+    index = Bm25Index()
+    for doc_id, terms in docs.items():
+        index.add(doc_id, terms)
+    for change in ("add", "update", "remove"):
+        index.top_k(["x", "z"], 2)  # fills the cache of group contributions
+        if change == "add":
+            docs["d"] = ["x", "w"]
+            index.add("d", docs["d"])
+        elif change == "update":
+            docs["a"] = ["z"]
+            index.update("a", docs["a"])
+        else:
+            del docs["b"]
+            index.remove("b")
+        want = reference_scores(docs, ["x", "z"])
+        got = index.scores(["x", "z"])
+        assert got.keys() == want.keys()
+        assert all(math.isclose(got[d], want[d]) for d in want)
+        top = index.top_k(["x", "z"], 10)
+        assert top.complete and top.scores == got

@@ -297,3 +297,14 @@ def test_history_past_the_snapshot_is_cut_back_after_a_crash(
     assert [r["id"] for r in read_jsonl(history)] == [kept.id]
     assert [e.id for e in again.list()] == [kept.id]
     again.close()
+
+
+def test_resolve_selections_count_for_ttl_but_not_for_ranking(store: mnemod.Store) -> None:
+    entry = store.add("The cat is named Miso")
+    store.resolve("what is the cat called?", budget=200)
+    picked = store.get(entry.id)
+    assert (picked.access_count, picked.selected_count) == (1, 1)
+    assert picked.expires_at == T0 + timedelta(days=21)  # the TTL is extended all the same
+    assert store.engine.recall.resolver.get(entry.id).access_count == 0  # type: ignore[union-attr]
+    store.access(entry.id)
+    assert store.engine.recall.resolver.get(entry.id).access_count == 1  # type: ignore[union-attr]

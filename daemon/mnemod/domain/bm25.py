@@ -30,6 +30,7 @@ from operator import itemgetter
 
 _SLACK = 1e-9  # bounds are compared with a little room for float rounding
 _second = itemgetter(1)
+_CACHED_TERMS = 4096  # terms whose group contributions are kept between writes
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,10 @@ class TopK:
     scores: dict[str, float]
     complete: bool
     lower: dict[str, float] = field(default_factory=dict)
+    # exact BM25 of every document the search scored (a superset of `scores`), and the
+    # terms it walked in full: a document not in `lower` holds none of them
+    known: dict[str, float] = field(default_factory=dict)
+    walked: frozenset[str] = frozenset()
 
     def count_at_least(self, threshold: float, exclude: Collection[str] = ()) -> int:
         """How many matching documents outside `scores` and `exclude` are known to score at
@@ -78,6 +83,10 @@ class Bm25Index:
         self._doc_terms: dict[str, Counter[str]] = {}
         self._doc_len: dict[str, int] = {}
         self._total_len = 0
+        # each term's groups by contribution, valid until the next add or remove (the
+        # contributions depend on N, df and avgdl): queries between writes share them
+        self._impact_cache: dict[str, list[tuple[float, tuple[int, int], dict[str, None]]]] = {}
+        self._value_cache: dict[str, dict[tuple[int, int], float]] = {}
 
     def __len__(self) -> int:
         return len(self._doc_len)
@@ -99,6 +108,8 @@ class Bm25Index:
         """Index `terms` under `doc_id`, replacing what was there (so add is also update)."""
         if doc_id in self._doc_len:
             self.remove(doc_id)
+        self._impact_cache.clear()
+        self._value_cache.clear()
         counts = Counter(terms)
         length = sum(counts.values())
         self._doc_terms[doc_id] = counts
@@ -126,6 +137,8 @@ class Bm25Index:
         counts = self._doc_terms.pop(doc_id, None)
         if counts is None:
             return False
+        self._impact_cache.clear()
+        self._value_cache.clear()
         length = self._doc_len.pop(doc_id)
         self._total_len -= length
         groups, df = self._groups, self._df
@@ -148,7 +161,11 @@ class Bm25Index:
         return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
 
     def _impacts(self, term: str) -> list[tuple[float, tuple[int, int], dict[str, None]]]:
-        """(contribution, key, documents) of each group of `term`, largest first."""
+        """(contribution, key, documents) of each group of `term`, largest first (cached
+        until the next change; callers do not modify the list)."""
+        cached = self._impact_cache.get(term)
+        if cached is not None:
+            return cached
         idf = self.idf(term)
         k1, b = self.params.k1, self.params.b
         avgdl = self.avgdl or 1.0
@@ -158,6 +175,9 @@ class Bm25Index:
             norm = k1 * (1.0 - b + b * length / avgdl)
             out.append((idf * tf * (k1 + 1.0) / (tf + norm), key, docs))
         out.sort(key=lambda group: -group[0])
+        if len(self._impact_cache) >= _CACHED_TERMS:
+            self._impact_cache.clear()
+        self._impact_cache[term] = out
         return out
 
     def upper_bound(self, term: str) -> float:
@@ -191,26 +211,89 @@ class Bm25Index:
                     total[doc_id] = get(doc_id, 0.0) + value
         return total
 
-    def score_docs(self, query_terms: Iterable[str], doc_ids: Iterable[str]) -> dict[str, float]:
+    def score_docs(
+        self,
+        query_terms: Iterable[str],
+        doc_ids: Iterable[str],
+        found: TopK | None = None,
+    ) -> dict[str, float]:
         """Exact BM25 of the given documents (those sharing no term with the query are left
-        out), summed in query-term order like `scores()`, so the values are identical."""
-        k1, b = self.params.k1, self.params.b
-        avgdl = self.avgdl or 1.0
-        weighted = [(t, self.idf(t)) for t in dict.fromkeys(query_terms) if t in self._groups]
-        out: dict[str, float] = {}
+        out), summed in query-term order like `scores()`, so the values are identical.
+
+        With `found` (a `top_k` result for the same query and index state), its exact scores
+        are reused and a document it never met is looked up only under the terms it did not
+        walk in full (it holds none of those it did)."""
+        weighted = self._weighted(query_terms)
         if not weighted:
-            return out
+            return {}
+        if found is None:
+            return self._exact(weighted, doc_ids, {})
+        known, met = found.known, found.lower
+        rest = [(t, idf) for t, idf in weighted if t not in found.walked]
+        wanted = self._doc_terms.keys() & set(doc_ids)  # documents not indexed match nothing
+        out = {doc_id: known[doc_id] for doc_id in wanted & known.keys()}
+        unknown = wanted - known.keys()
+        self._exact(weighted, unknown & met.keys(), out)
+        if rest:
+            # a document never met holds none of the walked terms: its score is the sum, in
+            # query order, of its groups' contributions under the other terms
+            unmet = dict.fromkeys(unknown - met.keys(), 0.0)
+            self._add_groups([t for t, _ in rest], unmet)
+            out.update((d, v) for d, v in unmet.items() if v)
+        return out
+
+    def _add_groups(self, terms: list[str], totals: dict[str, float]) -> None:
+        """Add, term by term in the given order, each term's group contribution to the
+        documents of `totals` that hold it: by intersecting its groups with `totals` (in C)
+        when it has few groups, else by looking each document's group up. Each document sits
+        in one group per term, so the sums are the same floats either way."""
+        doc_terms, doc_len = self._doc_terms, self._doc_len
+        for term in terms:
+            impacts = self._impacts(term)
+            if len(impacts) * 8 <= len(totals):
+                for value, _, docs in impacts:
+                    for doc_id in docs.keys() & totals.keys():
+                        totals[doc_id] += value
+                continue
+            by_key = self._values(term)
+            for doc_id in totals:
+                tf = doc_terms[doc_id].get(term)
+                if tf:
+                    totals[doc_id] += by_key[(tf, doc_len[doc_id])]
+
+    def _values(self, term: str) -> dict[tuple[int, int], float]:
+        """Each group's contribution by its (tf, length) key, cached like `_impacts`."""
+        cached = self._value_cache.get(term)
+        if cached is None:
+            cached = {key: value for value, key, _ in self._impacts(term)}
+            if len(self._value_cache) >= _CACHED_TERMS:
+                self._value_cache.clear()
+            self._value_cache[term] = cached
+        return cached
+
+    def _weighted(self, query_terms: Iterable[str]) -> list[tuple[str, float]]:
+        groups = self._groups
+        return [(t, self.idf(t)) for t in dict.fromkeys(query_terms) if t in groups]
+
+    def _exact(
+        self, weighted: list[tuple[str, float]], doc_ids: Iterable[str], out: dict[str, float]
+    ) -> dict[str, float]:
+        """Add the exact BM25 (over `weighted`, in order) of the matching `doc_ids` to `out`."""
+        k1, b = self.params.k1, self.params.b
+        k1p = k1 + 1.0
+        avgdl = self.avgdl or 1.0
+        doc_terms, doc_len = self._doc_terms, self._doc_len
         for doc_id in doc_ids:
-            counts = self._doc_terms.get(doc_id)
+            counts = doc_terms.get(doc_id)
             if counts is None:
                 continue
-            norm = k1 * (1.0 - b + b * self._doc_len[doc_id] / avgdl)
+            norm = k1 * (1.0 - b + b * doc_len[doc_id] / avgdl)
             total = 0.0
             hit = False
             for term, idf in weighted:
                 tf = counts.get(term)
                 if tf:
-                    total += idf * tf * (k1 + 1.0) / (tf + norm)
+                    total += idf * tf * k1p / (tf + norm)
                     hit = True
             if hit:
                 out[doc_id] = total
@@ -224,6 +307,7 @@ class Bm25Index:
         present = [t for t in wanted if t in self._groups]
         if k <= 0 or not present:
             return TopK({}, complete=not present)
+        weighted = self._weighted(present)
         impacts = {t: self._impacts(t) for t in present}
         # the most promising term first; among equal bounds the rarer
         plan = sorted(present, key=lambda t: (-impacts[t][0][0], self.df(t), t))
@@ -232,6 +316,7 @@ class Bm25Index:
             rest[i] = rest[i + 1] + impacts[plan[i]][0][0] * (1.0 + _SLACK)
         depth = k + len(exclude)  # the depth-th best score bounds the k-th kept one below
         acc: dict[str, float] = {}
+        known: dict[str, float] = {}  # exact scores, computed once per document
         get = acc.get
         theta = 0.0
         essential = len(plan)
@@ -239,7 +324,8 @@ class Bm25Index:
             if len(acc) >= depth:
                 # exact scores of the best depth partials: their lowest bounds the k-th
                 best = heapq.nlargest(depth, acc.items(), key=_second)
-                theta = max(theta, min(self.score_docs(present, [d for d, _ in best]).values()))
+                self._exact(weighted, [d for d, _ in best if d not in known], known)
+                theta = max(theta, min(known[d] for d, _ in best))
                 if rest[i] < theta:  # a document met by none of terms ..i cannot get in
                     essential = i
                     break
@@ -249,21 +335,8 @@ class Bm25Index:
         if essential < len(plan):
             # the other terms only for the candidates that can still reach theta
             remaining = rest[essential]
-            later = [
-                (term, {key: value for value, key, _ in impacts[term]}) for term in plan[essential:]
-            ]
-            doc_terms, doc_len = self._doc_terms, self._doc_len
-            pool: dict[str, float] = {}
-            for doc_id, partial in acc.items():
-                if partial + remaining < theta:
-                    continue
-                counts = doc_terms[doc_id]
-                length = doc_len[doc_id]
-                for term, by_key in later:
-                    tf = counts.get(term)
-                    if tf:
-                        partial += by_key[(tf, length)]
-                pool[doc_id] = partial
+            pool = {d: p for d, p in acc.items() if p + remaining >= theta}
+            self._add_groups(plan[essential:], pool)
         else:
             pool = acc
         stopped = essential < len(plan)
@@ -276,5 +349,12 @@ class Bm25Index:
             chosen = [d for d, _ in near[:k]]
         else:
             chosen = list(pool)
-        exact = self.score_docs(wanted, chosen)
-        return TopK(exact, complete=not stopped and len(pool) <= k, lower=acc)
+        self._exact(weighted, [d for d in chosen if d not in known], known)
+        exact = {d: known[d] for d in chosen}
+        return TopK(
+            exact,
+            complete=not stopped and len(pool) <= k,
+            lower=acc,
+            known=known,
+            walked=frozenset(plan[:essential]),
+        )

@@ -31,6 +31,7 @@ def merge_into(survivor: Entry, folded: Entry, now: datetime) -> Entry:
         survivor.tier = folded.tier
     survivor.once = survivor.once or folded.once
     survivor.access_count += folded.access_count
+    survivor.selected_count += folded.selected_count
     survivor.last_accessed_at = max(survivor.last_accessed_at, folded.last_accessed_at)
     survivor.promotable = survivor.promotable or folded.promotable
     survivor.merged_from = _union(survivor.merged_from, [folded.id, *folded.merged_from])

@@ -35,6 +35,7 @@ class Entry:
     triggers: list[str] = field(default_factory=list)
     once: bool = False
     access_count: int = 0
+    selected_count: int = 0  # how many of the accesses were resolve selecting it
     promotable: bool = False
     merged_from: list[str] = field(default_factory=list)
     source: str = ""
@@ -56,6 +57,7 @@ class Entry:
             "updated_at": format_time(self.updated_at),
             "last_accessed_at": format_time(self.last_accessed_at),
             "access_count": self.access_count,
+            "selected_count": self.selected_count,
             "expires_at": None if self.expires_at is None else format_time(self.expires_at),
             "promotable": self.promotable,
             "merged_from": list(self.merged_from),
@@ -83,6 +85,7 @@ class Entry:
             triggers=reader.strings("triggers"),
             once=reader.boolean("once"),
             access_count=reader.integer("access_count", 0),
+            selected_count=reader.integer("selected_count", 0),
             promotable=reader.boolean("promotable"),
             merged_from=reader.strings("merged_from"),
             source=reader.text("source", default="", allow_empty=True),

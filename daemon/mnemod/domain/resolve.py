@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Iterable, Iterator, Set
+from collections.abc import Set
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
@@ -44,7 +44,6 @@ from mnemod.domain.ranking import (
     RankingSettings,
     analyze,
     frecency_boost,
-    importance_factor,
     pack_key,
     query_terms,
     with_neighbours,
@@ -94,7 +93,9 @@ def candidate_from_entry(entry: Entry, layer: Layer = "l3") -> Candidate:
         tier=entry.tier,
         triggers=tuple(entry.triggers),
         once=entry.once,
-        access_count=entry.access_count,
+        # Only deliberate accesses are evidence of relevance: a memory that resolve picked
+        # before is not more relevant now (else access feedback would take over ranking).
+        access_count=entry.access_count - entry.selected_count,
         merged_from=tuple(entry.merged_from),
         tags=tuple(entry.tags),
     )
@@ -307,6 +308,7 @@ class Resolver:
             warm_found,
             key=lambda c: (-c.importance, -fixed.get(c.id, 0.0), c.created_at, c.id),
         )
+        packed: _Packed
         size = self.pool_size(budget) if pool is None else pool
         while True:
             if size > 0:
@@ -316,31 +318,17 @@ class Resolver:
                     {i: s for i, s in self.index.scores(words).items() if i not in skip},
                     complete=True,
                 )
-            cold, floor = self._cold(words, found, fixed, skip, now)
+            ranked, floor = self._cold(words, found, fixed, skip, now)
             beyond = 0
             if not found.complete:
-                beyond = found.count_at_least(floor, _Without(skip, cold))
-            worst = len(hot) + len(warm) + sum(1 for p in cold if p.matched) + beyond
-            tally = Tally(self.costs, budget, self.costs.note(worst))
-            picks = [_Pick(c, "hot", fixed.get(c.id, 0.0), fixed.get(c.id, 0.0)) for c in hot]
-            picks += [_Pick(c, "warm", fixed.get(c.id, 0.0), fixed.get(c.id, 0.0)) for c in warm]
-            taken: list[_Pick] = []
-            cold_taken = 0
-            for pick in [*picks, *cold]:
-                if tally.fits(pick.candidate):
-                    pick.cost = tally.take(pick.candidate)
-                    pick.reason = "taken"
-                    taken.append(pick)
-                    cold_taken += pick.phase == "cold"
-                else:
-                    if trace:  # the cost of what was left out is only shown in the trace
-                        pick.cost = tally.marginal(pick.candidate)
-                    pick.reason = "left: budget"
-            if found.complete or cold_taken * 2 < len(found.scores):
+                beyond = found.count_at_least(floor, skip | {row[1] for row in ranked})
+            matched = sum(1 for row in ranked if row[4])
+            worst = len(hot) + len(warm) + matched + beyond
+            packed = self._pack(hot, warm, fixed, ranked, budget, self.costs.note(worst), trace)
+            if found.complete or packed.cold_taken * 2 < len(found.scores):
                 break
             size *= 4  # the pool ran low before the budget did: rank a wider one
-        left = [p for p in [*picks, *cold] if p.reason != "taken" and p.matched]
-        return self._finish(taken, left, [*picks, *cold], budget, trace, beyond, found.complete)
+        return self._finish(packed, budget, trace, beyond, found.complete)
 
     def _cold(
         self,
@@ -349,7 +337,7 @@ class Resolver:
         fixed: dict[str, float],
         skip: Set[str],
         now: datetime,
-    ) -> tuple[list[_Pick], float]:
+    ) -> tuple[list[_Ranked], float]:
         """Cold candidates in packing order, and the relevance floor.
 
         The hits are the BM25 top-k (`found`, hot and warm items left out); their neighbours
@@ -358,6 +346,9 @@ class Resolver:
         so everything that can score above (1 + neighbour_weight) × the k-th BM25 is ranked
         as the exact path ranks it, and only the tail, far below what fits the budget, may
         differ. With every match in `found` (`complete`) this is the exact ranking.
+
+        Each row is (packing key, id, score, BM25, matched); the rows sort in packing order
+        (the key is the negated score per cost**density_exponent, ties by id).
         """
         settings = self.settings
         hits = found.scores
@@ -367,46 +358,97 @@ class Resolver:
             near = {i: self.neighbours(i) for i in hits}
             if not found.complete:  # complete: neighbours outside the hits match nothing
                 outside = {o for row in near.values() for o, _ in row if o not in hits}
-                bm25 = {**hits, **self.index.score_docs(words, outside - skip)}
+                bm25 = {**hits, **self.index.score_docs(words, outside - skip, found)}
             relevance = with_neighbours(hits, near, settings, own=bm25)
         best = max(max(hits.values(), default=0.0), max(fixed.values(), default=0.0))
         floor = settings.min_relative_score * best
-        picks: list[_Pick] = []
+        rows: list[_Ranked] = []
+        append = rows.append
         items = self._items
+        weight = settings.importance_weight
+        by_rank = settings.density_exponent == 0  # rank order: the key is the score itself
         for doc_id, value in relevance.items():
             if value < floor or doc_id in skip:
                 continue
             c = items[doc_id]
-            boost = (
-                frecency_boost(c.access_count, c.last_accessed_at, now, settings)
-                if c.access_count > 0
-                else 0.0
-            )
-            score = value * importance_factor(c.importance, settings) * (1.0 + boost)
-            picks.append(_Pick(c, "cold", bm25.get(doc_id, 0.0), score, matched=doc_id in bm25))
-        if settings.density_exponent == 0:  # rank order: pack_key is the score itself
-            picks.sort(key=lambda p: (-p.score, p.candidate.id))
-        else:
-            picks.sort(
-                key=lambda p: (
-                    -pack_key(p.score, self.costs.line(p.candidate), settings),
-                    p.candidate.id,
-                )
-            )
-        return picks, floor
+            # value × importance factor × (1 + frecency boost), the boost only when non-zero
+            score = value * (1.0 + weight * (c.importance - 3))
+            if c.access_count > 0:
+                score *= 1.0 + frecency_boost(c.access_count, c.last_accessed_at, now, settings)
+            own = bm25.get(doc_id)
+            key = -score if by_rank else -pack_key(score, self.costs.line(c), settings)
+            append((key, doc_id, score, 0.0 if own is None else own, own is not None))
+        rows.sort()
+        return rows, floor
+
+    def _pack(
+        self,
+        hot: list[Candidate],
+        warm: list[Candidate],
+        fixed: dict[str, float],
+        ranked: list[_Ranked],
+        budget: int,
+        reserve: int,
+        trace: bool,
+    ) -> _Packed:
+        """Greedy packing: hot, warm, then the ranked cold rows, skipping what does not fit.
+
+        A pick is only built for what is taken (and, for the trace, for everything); what
+        is left out is counted."""
+        tally = Tally(self.costs, budget, reserve)
+        out = _Packed()
+        taken = out.taken
+        for phase, group in (("hot", hot), ("warm", warm)):
+            for c in group:
+                value = fixed.get(c.id, 0.0)
+                pick = _Pick(c, phase, value, value)
+                if tally.fits(c):
+                    pick.cost = tally.take(c)
+                    pick.reason = "taken"
+                    taken.append(pick)
+                else:
+                    if trace:  # the cost of what was left out is only shown in the trace
+                        pick.cost = tally.marginal(c)
+                    pick.reason = "left: budget"
+                    out.left += 1
+                    out.hot_left = out.hot_left or phase == "hot"
+                if trace:
+                    out.considered.append(pick)
+        items = self._items
+        line = self.costs.line
+        limit = budget - reserve  # what the text may use before the note
+        for _, doc_id, score, own, matched in ranked:
+            c = items[doc_id]
+            # the line alone must fit (the marginal cost is never less), then the marginal
+            if tally.used + line(c) <= limit and tally.fits(c):
+                pick = _Pick(c, "cold", own, score, matched=matched)
+                pick.cost = tally.take(c)
+                pick.reason = "taken"
+                taken.append(pick)
+                out.cold_taken += 1
+                if trace:
+                    out.considered.append(pick)
+                continue
+            out.left += matched
+            if trace:
+                pick = _Pick(c, "cold", own, score, matched=matched)
+                pick.cost = tally.marginal(c)
+                pick.reason = "left: budget"
+                out.considered.append(pick)
+        return out
 
     def _finish(
         self,
-        taken: list[_Pick],
-        left: list[_Pick],
-        considered: Iterable[_Pick],
+        packed: _Packed,
         budget: int,
         trace: bool,
         beyond: int = 0,
         exact: bool = True,
     ) -> ResolveResult:
         """Render; if the assembled text still exceeds the budget, drop the last picks."""
-        dropped = len(left) + beyond
+        taken = packed.taken
+        hot_overflow = packed.hot_left
+        dropped = packed.left + beyond
         text = render([p.candidate for p in taken], dropped)
         used = self.counter.count(text)
         while used > budget and (taken or text):
@@ -416,14 +458,13 @@ class Resolver:
             last = taken.pop()
             last.reason = "left: budget"
             if last.matched:
-                left.append(last)
+                hot_overflow = hot_overflow or last.phase == "hot"
                 dropped += 1
             text = render([p.candidate for p in taken], dropped)
             used = self.counter.count(text)
-        hot_overflow = any(p.phase == "hot" for p in left)
         tiers = tuple(dict.fromkeys(p.phase for p in taken))
         once_ids = tuple(p.candidate.id for p in taken if p.phase == "hot" and p.candidate.once)
-        rows = [_trace_row(p) for p in considered] if trace else []
+        rows = [_trace_row(p) for p in packed.considered] if trace else []
         return ResolveResult(
             text=text,
             items=[p.candidate for p in taken],
@@ -437,22 +478,19 @@ class Resolver:
         )
 
 
-class _Without:
-    """Membership in the skipped ids or the ranked candidates, without building a set."""
+# (packing key, id, score, own BM25, matched): one ranked cold candidate, see Resolver._cold
+_Ranked = tuple[float, str, float, float, bool]
 
-    def __init__(self, skip: Set[str], picks: list[_Pick]) -> None:
-        self.skip = skip
-        self.ids = {p.candidate.id for p in picks}
 
-    def __contains__(self, item: object) -> bool:
-        return item in self.skip or item in self.ids
+@dataclass
+class _Packed:
+    """What packing took (as picks) and how many matching candidates it left out."""
 
-    def __len__(self) -> int:
-        return len(self.skip) + len(self.ids)
-
-    def __iter__(self) -> Iterator[str]:
-        yield from self.skip
-        yield from self.ids
+    taken: list[_Pick] = field(default_factory=list)
+    left: int = 0
+    hot_left: bool = False
+    cold_taken: int = 0
+    considered: list[_Pick] = field(default_factory=list)  # every pick, for the trace
 
 
 def _priority(candidate: Candidate) -> tuple[int, int, datetime, str]:

@@ -65,6 +65,7 @@ META_KEYS: tuple[str, ...] = (
     "updated_at",
     "last_accessed_at",
     "access_count",
+    "selected_count",
     "expires_at",
     "promotable",
     "merged_from",

@@ -273,10 +273,15 @@ class Engine:
         self._commit()
         return entry
 
-    def access(self, entry_id: str, now: datetime | None = None) -> Entry:
+    def access(
+        self, entry_id: str, now: datetime | None = None, selected: bool = False
+    ) -> Entry:
+        """Record a use: extends the TTL and counts toward promotion. `selected` marks a
+        resolve selection, which ranking does not count as evidence of relevance."""
         entry = self.get(entry_id)
         now = now or self.clock.now()
         entry.access_count += 1
+        entry.selected_count += int(selected)
         entry.last_accessed_at = max(entry.last_accessed_at, now)
         if entry.id in self.entries:
             entry.expires_at = retention.expires_at(self.config.ttl, entry)
@@ -389,11 +394,15 @@ class Engine:
             raise InvalidInputError("budget", "must be at least 1 token")
         result = self.recall.resolve(prompt, limit, now, session, seen_once, trace)
         if record_access and not self.readonly:
-            with self.deferred():
-                for item in result.items:
-                    if item.layer != "l1" and self.find(item.id) is not None:
-                        self.access(item.id, now)
+            self.record_selection(result, now)
         return result
+
+    def record_selection(self, result: ResolveResult, now: datetime) -> None:
+        """An access on every L2/L3 entry a resolve selected (as agents use it)."""
+        with self.deferred():
+            for item in result.items:
+                if item.layer != "l1" and self.find(item.id) is not None:
+                    self.access(item.id, now, selected=True)
 
     def reload_l1(self, path: Path | None = None) -> list[L1Problem]:
         """Re-read one L1 file (or all); a broken file keeps its last good version."""

@@ -55,8 +55,14 @@ class RpcServer:
         seen: set[str] = set()
         if request.session:
             seen = set(cast(set[str], self.client.smembers(self.keys.sessions(request.session))))
+        now = self.clock.now()
         result = self.engine.resolve(
-            request.prompt, request.budget, seen_once=seen, trace=request.trace
+            request.prompt,
+            request.budget,
+            seen_once=seen,
+            now=now,
+            trace=request.trace,
+            record_access=False,
         )
         if request.session and result.once_ids:
             pipe = self.client.pipeline(transaction=True)
@@ -65,6 +71,9 @@ class RpcServer:
             pipe.execute()
         payload = {"id": request_id, **result_payload(result, request.trace)}
         self._reply(request.reply_to, payload, request_id)
+        # The accesses (what Engine.resolve records by default) once the answer is on its
+        # way: the agent waits for the answer, not for them. The next request sees them.
+        self.engine.record_selection(result, now)
         seconds = time.perf_counter() - started
         self.metrics.resolved(self.keys.namespace, seconds)
         log.debug(
