@@ -56,6 +56,18 @@ class LeaseLost(MnemodError):
 
 
 @dataclass(frozen=True)
+class Leading:
+    """What a leading daemon runs with, passed around as one."""
+
+    engine: Engine
+    writer: Writer
+    hot: HotSync
+    lease: Lease
+    status: StatusWriter
+    scheduler: Scheduler
+
+
+@dataclass(frozen=True)
 class DaemonOptions:
     data_dir: Path
     namespace: str
@@ -213,7 +225,7 @@ class Daemon:
             status.write(engine, writer, hot, scheduler, state=self.state.value)
             self.notifier.ready(f"leading namespace {ns}")
             log.info("daemon.running", namespace=ns, entries=len(engine.entries), pid=os.getpid())
-            self._loop(engine, writer, hot, lease, status, scheduler, client)
+            self._loop(Leading(engine, writer, hot, lease, status, scheduler))
             self.state = State.STOPPING
             self.notifier.stopping("draining")
             log.info("daemon.draining", namespace=ns)
@@ -237,16 +249,8 @@ class Daemon:
         except REDIS_ERRORS:
             log.warning("lease.release_failed")
 
-    def _loop(
-        self,
-        engine: Engine,
-        writer: Writer,
-        hot: HotSync,
-        lease: Lease,
-        status: StatusWriter,
-        scheduler: Scheduler,
-        client: redis.Redis,
-    ) -> None:
+    def _loop(self, parts: Leading) -> None:
+        engine, writer, lease = parts.engine, parts.writer, parts.lease
         block_ms = int(self.config.daemon.block.total_seconds() * 1000)
         renew_every = lease.ttl / 3
         last_renew = time.monotonic()
@@ -268,13 +272,13 @@ class Daemon:
                     self._reload(engine, writer)
                 for command in self.commands.drain():
                     if command.kind == "heartbeat":
-                        self._heartbeat(engine, writer, hot, lease, status, scheduler)
+                        self._heartbeat(parts)
                         continue
                     writer.run_command(command)
                 writer.step(block_ms)
                 if writer.groups_recreated:
                     writer.groups_recreated = False
-                    self._recover_lost_data(engine, writer, hot, lease)
+                    self._recover_lost_data(parts)
                 writer.commit()
                 backoff.reset()
             except REDIS_ERRORS as exc:
@@ -289,34 +293,26 @@ class Daemon:
                 self.notifier.watchdog()
                 last_ping = time.monotonic()
 
-    def _recover_lost_data(
-        self, engine: Engine, writer: Writer, hot: HotSync, lease: Lease
-    ) -> None:
+    def _recover_lost_data(self, parts: Leading) -> None:
         """Redis lost its data (FLUSHALL, a restart without persistence): take the lease
         again, recreate the groups and rebuild the hot layer from the files."""
-        if hot.marker_present():
+        if parts.hot.marker_present():
             return
         log.warning("redis.data_lost", action="rebuilding the hot layer")
-        if not lease.acquire():
-            raise LeaseLost(f"lease of {self.options.namespace} is held by {lease.holder()}")
-        writer.ensure_groups()
-        writer.read_from = dict.fromkeys(writer.read_from, "0")
-        hot.rebuild(engine)
+        if not parts.lease.acquire():
+            holder = parts.lease.holder()
+            raise LeaseLost(f"lease of {self.options.namespace} is held by {holder}")
+        parts.writer.ensure_groups()
+        parts.writer.read_from = dict.fromkeys(parts.writer.read_from, "0")
+        parts.hot.rebuild(parts.engine)
 
-    def _heartbeat(
-        self,
-        engine: Engine,
-        writer: Writer,
-        hot: HotSync,
-        lease: Lease,
-        status: StatusWriter,
-        scheduler: Scheduler,
-    ) -> None:
-        self._recover_lost_data(engine, writer, hot, lease)
+    def _heartbeat(self, parts: Leading) -> None:
+        engine, writer, hot = parts.engine, parts.writer, parts.hot
+        self._recover_lost_data(parts)
         pending = writer.pending_count()
         hot_items = hot.count()
         writer.record_job("heartbeat", {"pending": pending, "hot": hot_items})
-        status.write(engine, writer, hot, scheduler, state=self.state.value)
+        parts.status.write(engine, writer, hot, parts.scheduler, state=self.state.value)
         self.metrics.set_events_pending(self.options.namespace, pending)
         self.metrics.set_hot_items(self.options.namespace, hot_items)
 
