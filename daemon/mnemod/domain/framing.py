@@ -109,6 +109,34 @@ class FrameCosts:
         return cost
 
 
+def total_tokens(costs: FrameCosts, items: Sequence[Candidate], dropped: int) -> int:
+    """Exact token count of `render(items, dropped)` from the cached piece costs.
+
+    Exact because the text is lines joined by single newlines and no line starts with
+    whitespace: cl100k's pre-tokenizer never lets a piece cross a line break, so the count
+    of the whole is the sum over lines (each with its newline, the last without).
+    tests/test_framing.py checks that against the real tokenizer.
+    """
+    if not items and not dropped:
+        return 0
+    used = costs.heading + sum(costs.line(c) for c in items)
+    dated = [c for c in items if is_dated(c)]
+    used += sum(costs.day(day) for day in {day_of(c.created_at) for c in dated})
+    if dropped:
+        return used + costs.note(dropped)
+    # no note: the last line has no newline after it
+    if dated:
+        last = dated[0]
+        for candidate in dated:  # render's stable sort puts the last of equal times last
+            if candidate.created_at >= last.created_at:
+                last = candidate
+    elif items:
+        last = [c for c in items if not is_dated(c)][-1]
+    else:
+        return used - costs.heading + costs.counter.count(HEADING)
+    return used - costs.line(last) + costs.counter.count(item_line(last.content))
+
+
 class Tally:
     """Running token total of a text being packed: the heading once, each day header once."""
 

@@ -38,7 +38,7 @@ from typing import Any, Literal, Protocol
 import re2
 
 from mnemod.domain.bm25 import Bm25Index, Bm25Params, TopK
-from mnemod.domain.framing import FrameCosts, Tally, render
+from mnemod.domain.framing import FrameCosts, Tally, render, total_tokens
 from mnemod.domain.model import Entry
 from mnemod.domain.ranking import (
     RankingSettings,
@@ -450,7 +450,7 @@ class Resolver:
         hot_overflow = packed.hot_left
         dropped = packed.left + beyond
         text = render([p.candidate for p in taken], dropped)
-        used = self.counter.count(text)
+        used = total_tokens(self.costs, [p.candidate for p in taken], dropped)
         while used > budget and (taken or text):
             if not taken:
                 text, used = "", 0
@@ -461,7 +461,7 @@ class Resolver:
                 hot_overflow = hot_overflow or last.phase == "hot"
                 dropped += 1
             text = render([p.candidate for p in taken], dropped)
-            used = self.counter.count(text)
+            used = total_tokens(self.costs, [p.candidate for p in taken], dropped)
         tiers = tuple(dict.fromkeys(p.phase for p in taken))
         once_ids = tuple(p.candidate.id for p in taken if p.phase == "hot" and p.candidate.once)
         rows = [_trace_row(p) for p in packed.considered] if trace else []
