@@ -16,6 +16,7 @@ import redis
 from mnemod.cli.context import Context
 from mnemod.client import Client
 from mnemod.clock import parse_time, utcnow
+from mnemod.config import parse_schedule
 from mnemod.errors import LockedError
 from mnemod.redisio.connection import connect
 from mnemod.redisio.embedded import socket_path_for
@@ -82,8 +83,10 @@ def mutate(
         client = running_daemon(ctx)
         if client is None:
             raise
-    with client:
-        event_id = client.send(op, data, wait=EVENT_WAIT_SECONDS, by="cli")
+    kind, interval = parse_schedule(ctx.config.schedule.snapshot)
+    snapshot_every = interval.total_seconds() if kind == "interval" else 0.0
+    with client:  # the event is durable with the daemon's next snapshot
+        event_id = client.send(op, data, wait=EVENT_WAIT_SECONDS + snapshot_every, by="cli")
         item = client.get(str(data["id"])) if data.get("id") else None
     payload = {"via": "daemon", "op": op, "event_id": event_id, "id": data.get("id"), "item": item}
     ctx.emit(
