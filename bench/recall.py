@@ -33,8 +33,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "daemon"))
 
 from mnemod.clock import parse_time  # noqa: E402
+from mnemod.domain.candidates import Candidate  # noqa: E402
 from mnemod.domain.ranking import RankingSettings  # noqa: E402
-from mnemod.domain.resolve import Candidate, Resolver  # noqa: E402
+from mnemod.domain.resolve import Resolver  # noqa: E402
 from mnemod.tokens import token_counter  # noqa: E402
 
 BUDGETS = (200, 500, 1000, 2000)

@@ -20,7 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "daemon"))
 
-from mnemod.domain.resolve import Candidate, Resolver  # noqa: E402
+from mnemod.domain.candidates import Candidate  # noqa: E402
+from mnemod.domain.resolve import Resolver  # noqa: E402
 from mnemod.tokens import token_counter  # noqa: E402
 
 PROMPT = "Why did the customer's invoice go up after the pricing change to the annual plan?"

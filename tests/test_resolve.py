@@ -10,8 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mnemod.domain.candidates import Candidate
 from mnemod.domain.framing import note_line
-from mnemod.domain.resolve import Candidate, Resolver
+from mnemod.domain.resolve import Resolver
 from mnemod.tokens import TokenCounter, token_counter
 
 NOW = datetime(2024, 6, 1, 12, 0, tzinfo=UTC)

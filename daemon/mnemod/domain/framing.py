@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from mnemod.tokens import TokenCounter
 
 if TYPE_CHECKING:
-    from mnemod.domain.resolve import Candidate
+    from mnemod.domain.candidates import Candidate
 
 HEADING = "Memory:"
 

@@ -32,14 +32,16 @@ import bisect
 import math
 from collections.abc import Set
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Any, Literal, Protocol
+from datetime import datetime
+from typing import Any
 
 import re2
 
 from mnemod.domain.bm25 import Bm25Index, Bm25Params, TopK
+from mnemod.domain.candidates import (
+    Candidate,
+)
 from mnemod.domain.framing import FrameCosts, Tally, render, total_tokens
-from mnemod.domain.model import Entry
 from mnemod.domain.ranking import (
     RankingSettings,
     analyze,
@@ -50,92 +52,7 @@ from mnemod.domain.ranking import (
 )
 from mnemod.tokens import TokenCounter
 
-Layer = Literal["l1", "l2", "l3"]
 _LAYER_RANK = {"l1": 0, "l2": 1, "l3": 2}
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """What resolve needs to know of one memory (L1 item, L2 or L3 entry)."""
-
-    id: str
-    layer: Layer
-    type: str
-    content: str
-    created_at: datetime
-    last_accessed_at: datetime
-    key: str | None = None
-    tokens: int = 0
-    importance: int = 3
-    tier: str = "cold"
-    triggers: tuple[str, ...] = ()
-    once: bool = False
-    access_count: int = 0
-    merged_from: tuple[str, ...] = ()
-    tags: tuple[str, ...] = ()
-
-    @property
-    def hot(self) -> bool:
-        return self.tier == "hot" or (self.layer == "l1" and not self.triggers)
-
-
-def candidate_from_entry(entry: Entry, layer: Layer = "l3") -> Candidate:
-    return Candidate(
-        id=entry.id,
-        layer=layer,
-        type=entry.type,
-        content=entry.content,
-        created_at=entry.created_at,
-        last_accessed_at=entry.last_accessed_at,
-        key=entry.key,
-        tokens=entry.tokens,
-        importance=entry.importance,
-        tier=entry.tier,
-        triggers=tuple(entry.triggers),
-        once=entry.once,
-        # Only deliberate accesses are evidence of relevance: a memory that resolve picked
-        # before is not more relevant now (else access feedback would take over ranking).
-        access_count=entry.access_count - entry.selected_count,
-        merged_from=tuple(entry.merged_from),
-        tags=tuple(entry.tags),
-    )
-
-
-class StandingItem(Protocol):
-    """What resolve reads of an L1 item (files.l1_files.L1Item fits)."""
-
-    @property
-    def id(self) -> str: ...
-    @property
-    def content(self) -> str: ...
-    @property
-    def triggers(self) -> tuple[str, ...]: ...
-    @property
-    def once(self) -> bool: ...
-    @property
-    def tags(self) -> tuple[str, ...]: ...
-    @property
-    def importance(self) -> int: ...
-
-
-L1_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)  # L1 items have no dates; they are shown undated
-
-
-def candidate_from_l1(item: StandingItem) -> Candidate:
-    """An L1 item: hot (always) without triggers, warm with them."""
-    return Candidate(
-        id=item.id,
-        layer="l1",
-        type="l1",
-        content=item.content,
-        created_at=L1_EPOCH,
-        last_accessed_at=L1_EPOCH,
-        importance=item.importance,
-        tier="warm" if item.triggers else "hot",
-        triggers=tuple(item.triggers),
-        once=item.once,
-        tags=tuple(item.tags),
-    )
 
 
 @dataclass(frozen=True)

@@ -8,14 +8,9 @@ from collections.abc import Iterable
 from dataclasses import replace
 from datetime import datetime
 
+from mnemod.domain.candidates import Candidate, candidate_from_entry, candidate_from_l1
 from mnemod.domain.model import Entry
-from mnemod.domain.resolve import (
-    Candidate,
-    Resolver,
-    ResolveResult,
-    candidate_from_entry,
-    candidate_from_l1,
-)
+from mnemod.domain.resolve import Resolver, ResolveResult
 from mnemod.files.l1_files import L1Item
 from mnemod.tokens import TokenCounter
 
