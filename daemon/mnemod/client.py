@@ -33,7 +33,7 @@ from mnemod.clock import utcnow
 from mnemod.domain.model import TIERS
 from mnemod.domain.validation import UPDATABLE
 from mnemod.errors import InvalidInputError, MnemodError, RedisUnavailableError
-from mnemod.ids import is_valid_id, new_id
+from mnemod.ids import is_valid_id, new_id, next_id
 from mnemod.redisio.connection import connect
 from mnemod.redisio.events import stream_id_key
 from mnemod.redisio.hot_layer import HotItem
@@ -49,7 +49,6 @@ __all__ = [
 ]
 
 DEFAULT_TIMEOUT = 5.0
-_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
 
 class ClientError(MnemodError):
@@ -181,7 +180,7 @@ class Client:
         with self._id_lock:
             candidate = new_id(utcnow())
             if candidate <= self._last_id:
-                candidate = _next_ulid(self._last_id)
+                candidate = next_id(self._last_id)
             self._last_id = candidate
             return candidate
 
@@ -405,19 +404,6 @@ class Client:
                 seen += len(batch)
                 start = "(" + batch[-1][0]
         return None
-
-
-def _next_ulid(previous: str) -> str:
-    """The id right after `previous` in ULID order (same millisecond, random part + 1)."""
-    value = 0
-    for char in previous:
-        value = value * 32 + _CROCKFORD.index(char)
-    value += 1
-    chars = []
-    for _ in range(26):
-        chars.append(_CROCKFORD[value & 31])
-        value >>= 5
-    return "".join(reversed(chars))
 
 
 def _target(id_or_key: str) -> str:

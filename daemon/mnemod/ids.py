@@ -26,7 +26,18 @@ def new_id(now: datetime) -> str:
             last_rand + 1 if ms == last_ms and last_rand < (1 << 80) - 1 else secrets.randbits(79)
         )
         _last = (ms, rand)
-    value = (ms << 80) | rand
+    return _encode((ms << 80) | rand)
+
+
+def next_id(previous: str) -> str:
+    """The id right after `previous` in sort order (same millisecond, random part + 1)."""
+    value = 0
+    for char in previous:
+        value = value * 32 + _ALPHABET.index(char)
+    return _encode(value + 1)
+
+
+def _encode(value: int) -> str:
     chars = []
     for _ in range(26):
         chars.append(_ALPHABET[value & 31])
