@@ -13,6 +13,7 @@ import pytest
 import redis
 from structlog.testing import capture_logs
 
+from daemon_proc import alive
 from helpers import wait_until
 from mnemod.errors import RedisUnavailableError
 from mnemod.redisio.connection import connect
@@ -26,15 +27,6 @@ server = EmbeddedRedis(Path(sys.argv[1]))
 print("READY", server.start(), server.pid, flush=True)
 time.sleep(600)
 """
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    stat = Path(f"/proc/{pid}/stat")
-    return not (stat.exists() and stat.read_text().rpartition(")")[2].split()[0] == "Z")
 
 
 def start_and_crash_owner(folder: Path) -> tuple[str, int]:
