@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -21,3 +25,29 @@ def wait_until(predicate: Callable[[], T], timeout: float = 5.0, interval: float
             name = getattr(predicate, "__name__", repr(predicate))
             raise AssertionError(f"condition {name} not met within {timeout:g} s")
         time.sleep(interval)
+
+
+def run_cli(
+    data_dir: Path,
+    *args: str,
+    now: str | None = None,
+    stdin: str | None = None,
+    expect: int | None = 0,
+) -> subprocess.CompletedProcess[str]:
+    """`mnemod ARGS` as a user runs it, in a clean environment (no MNEMOD_* of the machine)
+    on `data_dir`, at the pinned time `now` if given; checks the exit code unless None."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOD_")}
+    env["MNEMOD_DATA_DIR"] = str(data_dir)
+    if now is not None:
+        env["MNEMOD_NOW"] = now
+    done = subprocess.run(
+        [sys.executable, "-m", "mnemod.cli.main", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        input=stdin,
+        timeout=60,
+    )
+    if expect is not None:
+        assert done.returncode == expect, (done.returncode, done.stdout, done.stderr)
+    return done

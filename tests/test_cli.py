@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
+
+from helpers import run_cli
 
 
 class Cli:
@@ -18,18 +18,7 @@ class Cli:
     def run(
         self, *args: str, expect: int = 0, stdin: str | None = None
     ) -> subprocess.CompletedProcess[str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOD_")}
-        env.update({"MNEMOD_NOW": self.now, "MNEMOD_DATA_DIR": str(self.data_dir)})
-        done = subprocess.run(
-            [sys.executable, "-m", "mnemod.cli.main", *args],
-            env=env,
-            capture_output=True,
-            text=True,
-            input=stdin,
-            timeout=60,
-        )
-        assert done.returncode == expect, (done.returncode, done.stdout, done.stderr)
-        return done
+        return run_cli(self.data_dir, *args, now=self.now, stdin=stdin, expect=expect)
 
     def json(self, *args: str) -> Any:
         return json.loads(self.run(*args, "--json").stdout)

@@ -4,10 +4,8 @@ changes that go through the running daemon."""
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
-import sys
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +14,7 @@ from typing import Any
 import pytest
 
 from daemon_proc import DaemonFactory, managed
-from helpers import wait_until
+from helpers import run_cli, wait_until
 
 
 @pytest.fixture
@@ -26,18 +24,7 @@ def daemons(tmp_path: Path) -> Iterator[DaemonFactory]:
 
 
 def cli(data: Path, *args: str, expect: int | None = 0) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOD_")}
-    env["MNEMOD_DATA_DIR"] = str(data)
-    done = subprocess.run(
-        [sys.executable, "-m", "mnemod.cli.main", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    if expect is not None:
-        assert done.returncode == expect, (done.returncode, done.stdout, done.stderr)
-    return done
+    return run_cli(data, *args, expect=expect)
 
 
 def checks(data: Path, expect: int) -> dict[str, Any]:

@@ -3,23 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
+
+from helpers import run_cli
 
 
 def run(data: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOD_")}
-    env.update({"MNEMOD_DATA_DIR": str(data), "MNEMOD_NOW": "2026-03-01T09:00:00Z"})
-    return subprocess.run(
-        [sys.executable, "-m", "mnemod.cli.main", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        input=stdin,
-        timeout=60,
-    )
+    return run_cli(data, *args, now="2026-03-01T09:00:00Z", stdin=stdin, expect=None)
 
 
 def test_resolve_stays_within_budget_and_traces(tmp_path: Path) -> None:
