@@ -14,7 +14,6 @@ from typing import Any
 from mnemod.config import Config
 from mnemod.domain.validation import NewEntry, check_update, new_entry_from_json
 from mnemod.errors import InvalidInputError
-from mnemod.ids import is_valid_id
 
 OPS = ("add", "access", "update", "remove", "promote", "gc")
 MAX_FIELDS = 8
@@ -67,8 +66,8 @@ def parse_event(event_id: str, raw: dict[str, str], config: Config) -> Event:
         if not isinstance(dry_run, bool):
             raise InvalidInputError("dry_run", "must be true or false", where)
         return Event(event_id, op, dry_run=dry_run, by=by)
-    target = data.get("id")
-    if not isinstance(target, str) or not (is_valid_id(target) or target in _keys_allowed(data)):
+    target = data.get("id")  # an id, or an entry's key: one line, bounded
+    if not isinstance(target, str) or not 0 < len(target) <= 200 or "\n" in target:
         raise InvalidInputError("id", "missing or not a valid id", where)
     if op == "update":
         fields = {k: v for k, v in data.items() if k != "id"}
@@ -79,14 +78,6 @@ def parse_event(event_id: str, raw: dict[str, str], config: Config) -> Event:
     if unknown:
         raise InvalidInputError(unknown[0], "unknown field", where)
     return Event(event_id, op, target=target, by=by)
-
-
-def _keys_allowed(data: dict[str, Any]) -> tuple[str, ...]:
-    """An id field may also name an entry by its `key` (one line, bounded)."""
-    target = data.get("id")
-    if isinstance(target, str) and 0 < len(target) <= 200 and "\n" not in target:
-        return (target,)
-    return ()
 
 
 def stream_id_key(event_id: str) -> tuple[int, int]:

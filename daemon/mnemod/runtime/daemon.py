@@ -200,7 +200,7 @@ class Daemon:
             stack.callback(self._release, lease)
             engine = self._open_engine(lease)
             stack.callback(engine.close)
-            hot = HotSync(client, keys, self.config, self.clock)
+            hot = HotSync(client, keys, self.clock)
             rpc = RpcServer(engine, client, keys, self.clock, self.metrics)
             writer = Writer(
                 engine, client, keys, self.config, self.clock, hot, self.metrics, rpc.handle

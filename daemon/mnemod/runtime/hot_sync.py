@@ -14,7 +14,6 @@ import redis
 import structlog
 
 from mnemod.clock import Clock, format_time
-from mnemod.config import Config
 from mnemod.domain.keywords import extract_keywords
 from mnemod.domain.model import Entry
 from mnemod.domain.retention import retention_score
@@ -27,10 +26,10 @@ log = structlog.get_logger("mnemod.hot")
 
 
 class HotSync:
-    def __init__(self, client: redis.Redis, keys: Keys, config: Config, clock: Clock) -> None:
+    def __init__(self, client: redis.Redis, keys: Keys, clock: Clock) -> None:
+        """Settings are read from the engine's config, which SIGHUP may replace."""
         self.client = client
         self.keys = keys
-        self.config = config
         self.clock = clock
         self.layer = HotLayer(client, keys)
         self.scores: dict[str, float] = {}  # L3 ids in Redis → their score
@@ -43,7 +42,7 @@ class HotSync:
         scored = sorted(
             ((retention_score(engine.config.ttl, e, now), e) for e in engine.entries.values()),
             key=lambda pair: (-pair[0], pair[1].id),
-        )[: self.max_entries(engine)]
+        )[: engine.config.hot.max_entries]
         self.scores = {e.id: score for score, e in scored}
         self._heap = [(score, entry_id) for entry_id, score in self.scores.items()]
         heapq.heapify(self._heap)
@@ -59,9 +58,6 @@ class HotSync:
         )
         return len(items)
 
-    def refresh(self, engine: Engine) -> int:
-        return self.rebuild(engine)
-
     def sync_l1(self, engine: Engine) -> None:
         """Put the L1 items in force; drop L1 ids that are no longer in any file."""
         items = [self._l1_item(engine, item, n) for n, item in enumerate(engine.l1_items())]
@@ -74,9 +70,6 @@ class HotSync:
     def count(self) -> int:
         return int(self.client.zcard(self.keys.hot))
 
-    def max_entries(self, engine: Engine) -> int:
-        return engine.config.hot.max_entries
-
     # ---- per-batch changes -----------------------------------------------------------------
     def apply_changes(self, engine: Engine, changes: dict[str, str]) -> None:
         if not changes:
@@ -88,7 +81,7 @@ class HotSync:
             entry = engine.entries.get(entry_id)
             if entry is not None:
                 score = retention_score(engine.config.ttl, entry, now)
-                evicted = self._admit(entry_id, score, self.max_entries(engine))
+                evicted = self._admit(entry_id, score, engine.config.hot.max_entries)
                 if evicted is not False:
                     puts.append(HotItem.from_entry(entry, "l3", score))
                     if isinstance(evicted, str):

@@ -260,7 +260,7 @@ class Writer:
                 promoted=report.promoted,
             )
         elif command.kind == "hot_refresh":
-            count = self.hot.refresh(self.engine)
+            count = self.hot.rebuild(self.engine)  # scores decay: recompute them all
             self.record_job("hot_refresh", {"hot": count})
         elif command.kind == "trim":
             self.record_job("trim", self.trim())
