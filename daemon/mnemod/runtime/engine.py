@@ -106,12 +106,10 @@ class Engine:
 
     @contextmanager
     def batch(self) -> Iterator[None]:
-        """Defer saving until the outermost batch ends (one fsync for many changes)."""
-        self._batch_depth += 1
-        try:
+        """Defer saving until the outermost batch ends (one fsync for many changes); unlike
+        `deferred`, the end of a batch also saves accesses at once."""
+        with self.deferred():
             yield
-        finally:
-            self._batch_depth -= 1
         if self._batch_depth == 0 and self.autosave:
             self.save()
 
@@ -424,6 +422,7 @@ class Engine:
     # ---- internals -----------------------------------------------------------------------
     @contextmanager
     def deferred(self) -> Iterator[None]:
+        """Changes inside are saved once at the end, by the usual autosave rules."""
         self._batch_depth += 1
         try:
             yield
