@@ -1,9 +1,10 @@
-"""Whether a process id is alive: shared by the embedded Redis, the lease take-over and
-`mnemod doctor`."""
+"""Processes: whether a pid is alive, and who holds a lease (shared by the embedded
+Redis, the lease take-over and `mnemod doctor`)."""
 
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 
 
@@ -30,3 +31,16 @@ def is_zombie(pid: int) -> bool:
     except OSError:
         return False
     return stat.rpartition(")")[2].split()[:1] == ["Z"]
+
+
+def owner_id() -> str:
+    """This process as a lease holder: `host:pid:random` (unique across restarts)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{os.urandom(3).hex()}"
+
+
+def owner_is_gone(owner: str) -> bool:
+    """True when `owner` (an `owner_id()`) is a process on this host that no longer runs;
+    a process on another host cannot be checked and counts as alive."""
+    host, _, rest = owner.partition(":")
+    pid = rest.partition(":")[0]
+    return host == socket.gethostname() and pid.isdigit() and not pid_alive(int(pid))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, cast
@@ -13,14 +12,13 @@ from typing import Any, cast
 import redis
 
 from mnemod.cli.context import Context
-from mnemod.cli.remote import FRESH, connect_quietly, is_running, redis_url
-from mnemod.clock import parse_time, utcnow
+from mnemod.cli.remote import FRESH, connect_quietly, heartbeat_age, is_running, redis_url
 from mnemod.config import config_as_tree, redact_url
 from mnemod.errors import MnemodError
 from mnemod.files.l1_files import L1Registry
 from mnemod.files.l2_markdown import L2Folder
 from mnemod.files.l3_store import load_index
-from mnemod.processes import pid_alive
+from mnemod.processes import owner_is_gone
 from mnemod.redisio.connection import check_version
 from mnemod.redisio.keys import GROUP, Keys
 from mnemod.runtime.paths import NamespacePaths, list_namespaces
@@ -246,13 +244,11 @@ def _check_redis(ctx: Context) -> tuple[redis.Redis | None, Check]:
 
 
 def _check_heartbeat(ctx: Context, status: dict[str, str]) -> Check:
-    beat = status.get("heartbeat")
-    if not beat:
+    age = heartbeat_age(status)
+    if age is None:
         return Check("daemon", "fail", f"no daemon has run for namespace {ctx.namespace!r}")
-    age = utcnow() - parse_time(beat)
-    owner_host = status.get("owner", "").partition(":")[0]
     pid = status.get("pid", "")
-    if owner_host == socket.gethostname() and pid.isdigit() and not pid_alive(int(pid)):
+    if owner_is_gone(status.get("owner", "")):
         return Check("daemon", "fail", f"daemon process {pid} is gone (crashed or killed)")
     if age > FRESH or status.get("state") != "running":
         return Check(

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import enum
 import os
-import socket
 import threading
 import time
 from contextlib import ExitStack
@@ -23,7 +22,7 @@ import structlog
 from mnemod.clock import Clock
 from mnemod.config import Config, load_config, redact_url
 from mnemod.errors import ConfigError, LockedError, MnemodError
-from mnemod.processes import pid_alive
+from mnemod.processes import owner_id, owner_is_gone
 from mnemod.redisio.connection import Backoff, check_version, connect
 from mnemod.redisio.embedded import EmbeddedRedis
 from mnemod.redisio.keys import Keys
@@ -83,7 +82,7 @@ class Daemon:
         self.state = State.STOPPED
         self.stop_requested = threading.Event()
         self.reload_requested = threading.Event()
-        self.owner = f"{socket.gethostname()}:{os.getpid()}:{os.urandom(3).hex()}"
+        self.owner = owner_id()
         self.commands = CommandQueue()
         self.metrics = Metrics()
         self.notifier = Notifier.from_environ()
@@ -185,11 +184,7 @@ class Daemon:
         """A holder on this host whose process is gone (a kill -9, a crash) cannot renew:
         take its lease at once instead of waiting for it to lapse."""
         holder = lease.holder()
-        if holder is None or holder == self.owner:
-            return
-        host, _, rest = holder.partition(":")
-        pid_text = rest.partition(":")[0]
-        if host != socket.gethostname() or not pid_text.isdigit() or pid_alive(int(pid_text)):
+        if holder is None or holder == self.owner or not owner_is_gone(holder):
             return
         if lease.clear(holder):
             log.info("lease.cleared", holder=holder, reason="its process is gone")
