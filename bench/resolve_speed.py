@@ -19,8 +19,12 @@ In process, three modes on the same store, interleaved prompt by prompt:
 `first_ms` is the first pass (token counts of the matched lines not cached yet).
 
 Over RPC, the store is closed and `mnemod run --data-dir D` started on the same folder (its
-own embedded redis-server); each request is `XADD mnemod:{default}:rpc * op resolve ...`
-then `BLPOP` of the reply list. `overhead_ms` = rpc p50 − in-process `as_used` p50.
+own embedded redis-server). `rpc`: `mnemod.client.Client.resolve`, as a Python agent asks
+(the request and the wait for its answer in one round trip, the answer parsed); `raw`: what
+an agent in any language does, `XADD mnemod:{default}:rpc * op resolve ...` then `BLPOP`
+of the reply list. `overhead_ms` = rpc p50 − in-process `as_used` p50. `floor_ms` is the
+same exchange with a trivial echo server in place of the daemon (redis-py, one process,
+an answer of the same size): what any request/reply over this Redis costs on this machine.
 
     python bench/resolve_speed.py [--data PATH] [--sizes 1000,10000,100000] [--no-rpc]
         [--queries 100] [--profile] [--out bench/results/resolve_speed.json]
@@ -34,6 +38,7 @@ import cProfile
 import io
 import itertools
 import json
+import multiprocessing
 import os
 import pstats
 import random
@@ -52,6 +57,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "daemon"))
 
 import mnemod  # noqa: E402
+from mnemod.client import Client  # noqa: E402
 from mnemod.redisio.connection import connect  # noqa: E402
 
 BUDGET = 1000
@@ -196,55 +202,101 @@ def profile(store: Any, prompts: Sequence[str], now: datetime, top: int = 15) ->
 
 # ---- the daemon -----------------------------------------------------------------------------
 @contextlib.contextmanager
-def daemon(folder: Path, timeout: float = 300.0) -> Iterator[tuple[Any, float]]:
-    """`mnemod run` on `folder`; yields a client and the seconds until it was serving."""
+def daemon(folder: Path, timeout: float = 300.0) -> Iterator[tuple[str, float]]:
+    """`mnemod run` on `folder`; yields its Redis URL and the seconds until it was serving."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOD_")} | ENV
     args = [sys.executable, "-m", "mnemod.cli.main", "run", "--data-dir", str(folder)]
     env["PYTHONPATH"] = str(ROOT / "daemon")
     log = (folder / "daemon.log").open("wb")
     started = time.perf_counter()
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log, env=env, text=True)
-    client = None
     try:
         assert proc.stdout is not None
         url = next(w for w in proc.stdout.readline().split() if w.startswith("unix://"))
-        client = connect(url, socket_timeout=60.0)
-        deadline = time.monotonic() + timeout
-        while client.hget("mnemod:{default}:status", "state") != "running":
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"daemon did not start; see {folder / 'daemon.log'}")
-            time.sleep(0.1)
-        yield client, time.perf_counter() - started
+        with contextlib.closing(connect(url, socket_timeout=60.0)) as client:
+            deadline = time.monotonic() + timeout
+            while client.hget("mnemod:{default}:status", "state") != "running":
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"daemon did not start; see {folder / 'daemon.log'}")
+                time.sleep(0.1)
+        yield url, time.perf_counter() - started
     finally:
-        if client is not None:
-            client.close()
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=120)
         log.close()
 
 
-def rpc_latency(
-    client: Any, prompts: Sequence[str], max_seconds: float
-) -> tuple[list[float], list[float]]:
+def raw_asker(url: str, stream: str) -> Callable[[str], Any]:
+    """A request as any language sends it: XADD, then BLPOP of the reply list."""
+    client = connect(url, socket_timeout=60.0)
     counter = itertools.count()
 
-    def ask(prompt: str) -> None:
+    def ask(prompt: str) -> Any:
         reply_to = f"bench-reply:{os.getpid()}:{next(counter)}"
         fields = {"op": "resolve", "prompt": prompt, "budget": str(BUDGET), "reply_to": reply_to}
-        client.xadd("mnemod:{default}:rpc", fields)
-        if client.blpop([reply_to], timeout=60) is None:
-            raise RuntimeError("no reply from the daemon within 60 s")
+        client.xadd(stream, fields)
+        popped = client.blpop([reply_to], timeout=60)
+        if popped is None:
+            raise RuntimeError("no reply within 60 s")
+        return popped[1]
 
-    first = warm_up(ask, prompts, max_seconds)
+    return ask
+
+
+def echo_server(url: str, stream: str, answer: str) -> None:
+    """The floor: answers every request on `stream` with `answer`, as the daemon would
+    (read in a consumer group, reply with RPUSH + EXPIRE + XACK in one round trip)."""
+    client = connect(url, socket_timeout=60.0)
+    with contextlib.suppress(Exception):
+        client.xgroup_create(stream, "echo", id="0", mkstream=True)
+    while True:
+        for _, messages in client.xreadgroup("echo", "echo", {stream: ">"}, block=5000) or []:
+            for request_id, fields in messages:
+                if fields.get("op") == "stop":
+                    return
+                pipe = client.pipeline(transaction=False)
+                pipe.rpush(fields["reply_to"], answer)
+                pipe.expire(fields["reply_to"], 60)
+                pipe.xack(stream, "echo", request_id)
+                pipe.execute()
+
+
+def rpc_latency(url: str, prompts: Sequence[str], max_seconds: float) -> dict[str, Any]:
+    """First pass, then `rpc` (the client) and `raw` interleaved prompt by prompt, then the
+    echo floor with an answer as long as the daemon's median one."""
+    memory = Client(url)
+    raw = raw_asker(url, "mnemod:{default}:rpc")
+    first = warm_up(lambda p: memory.resolve(p, budget=BUDGET, timeout=60), prompts, max_seconds)
     prompts = prompts[: len(first)]
-    out = []
+    rpc: list[float] = []
+    plain: list[float] = []
+    sizes: list[int] = []
     deadline = time.monotonic() + max_seconds
     for prompt in prompts:
-        out.append(timed(lambda p=prompt: ask(p)))
+        rpc.append(timed(lambda p=prompt: memory.resolve(p, budget=BUDGET, timeout=60)))
+        started = time.perf_counter()
+        sizes.append(len(raw(prompt)))
+        plain.append(time.perf_counter() - started)
         if time.monotonic() > deadline:
             break
-    return first, out
+    memory.close()
+    answer = "x" * sorted(sizes)[len(sizes) // 2]
+    server = multiprocessing.get_context("fork").Process(
+        target=echo_server, args=(url, "bench:echo", answer), daemon=True
+    )
+    server.start()
+    echo = raw_asker(url, "bench:echo")
+    warm_up(echo, prompts, max_seconds)
+    floor = [timed(lambda p=prompt: echo(p)) for prompt in prompts]
+    connect(url).xadd("bench:echo", {"op": "stop"})
+    server.join(timeout=10)
+    return {
+        "rpc_first_ms": percentiles(first),
+        "rpc_ms": percentiles(rpc),
+        "raw_ms": percentiles(plain),
+        "floor_ms": percentiles(floor),
+    }
 
 
 # ---- main -----------------------------------------------------------------------------------
@@ -277,11 +329,9 @@ def run_size(
         finally:
             row["close_s"] = round(timed(store.close), 2)
         if args.rpc:
-            with daemon(folder) as (client, ready):
+            with daemon(folder) as (url, ready):
                 row["daemon_start_s"] = round(ready, 2)
-                first, rpc = rpc_latency(client, prompts, args.max_seconds)
-            row["rpc_first_ms"] = percentiles(first)
-            row["rpc_ms"] = percentiles(rpc)
+                row.update(rpc_latency(url, prompts, args.max_seconds))
             row["rpc_overhead_ms"] = round(row["rpc_ms"]["p50"] - row["as_used_ms"]["p50"], 3)
     return row
 
@@ -321,6 +371,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "api p50",
         "rpc p50",
         "rpc p99",
+        "raw p50",
+        "floor p50",
         "rpc-used",
     )
     print("".join(f"{h:>10}" for h in head) + "   (ms unless noted)")
@@ -337,6 +389,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             r["api_ms"]["p50"],
             r.get("rpc_ms", {}).get("p50", "-"),
             r.get("rpc_ms", {}).get("p99", "-"),
+            r.get("raw_ms", {}).get("p50", "-"),
+            r.get("floor_ms", {}).get("p50", "-"),
             r.get("rpc_overhead_ms", "-"),
         ]
         print("".join(f"{c:>10.4g}" if isinstance(c, float) else f"{c:>10}" for c in cells))

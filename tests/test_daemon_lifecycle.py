@@ -28,6 +28,7 @@ from daemon_proc import (
     pending,
 )
 from helpers import wait_until
+from mnemod.client import Client as MemoryClient
 from mnemod.clock import parse_time
 from mnemod.redisio.embedded import EmbeddedRedis
 from mnemod.redisio.events import stream_id_key
@@ -108,6 +109,24 @@ def test_start_add_and_sigterm_drain(daemons: DaemonFactory) -> None:
     assert again.wait_exit(timeout=30) == 0
     assert index_last_event_id(data) == ids[-1]
     assert daemons.embedded_pids() == []
+
+
+def test_resolve_selections_are_kept_through_a_sigterm(daemons: DaemonFactory) -> None:
+    """Answers go out first and their accesses are recorded in a quiet moment: requests
+    back to back, then SIGTERM at once, and every selection is still in the snapshot."""
+    data = daemons.data_dir()
+    proc = daemons.daemon(data).start()
+    url = proc.url_from_stdout()
+    proc.wait_log("daemon.running")
+    with MemoryClient(url) as memory:
+        entry_id = memory.add("Ferries to Texel leave Den Helder every hour", wait=15)
+        for _ in range(5):
+            answer = memory.resolve("when do the ferries to Texel leave?", budget=300)
+            assert [item["id"] for item in answer["items"]] == [entry_id]
+    proc.signal(signal.SIGTERM)
+    assert proc.wait_exit(timeout=30) == 0
+    (entry,) = [e for e in index_entries(data) if e["id"] == entry_id]
+    assert (entry["access_count"], entry["selected_count"]) == (5, 5)
 
 
 def test_sighup_reloads_config_and_keeps_old_on_error(daemons: DaemonFactory) -> None:

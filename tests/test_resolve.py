@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from mnemod.domain.candidates import Candidate
 from mnemod.domain.framing import note_line
+from mnemod.domain.ranking import RankingSettings, with_neighbours
 from mnemod.domain.resolve import Resolver
 from mnemod.tokens import TokenCounter, token_counter
 
@@ -288,3 +289,28 @@ def test_pruned_pool_selects_like_the_exact_path(counter: TokenCounter) -> None:
     assert 0 < pruned.dropped <= exact.dropped  # a lower bound, and the note says as much
     assert pruned.text.endswith(note_line(pruned.dropped))
     assert pruned.tokens_used == counter.count(pruned.text) <= 300
+
+
+def test_pool_widens_when_the_budget_outlasts_it(counter: TokenCounter) -> None:
+    # days apart: no neighbours, so the rows are the hits alone and a large budget needs
+    # more of them than the first pool holds
+    items = [
+        mem(f"m{i:03d}", f"Caroline: painted a sunrise number {i}", at=T0 + timedelta(days=i))
+        for i in range(300)
+    ]
+    resolver = resolver_with(counter, *items)
+    assert resolver.pool_size(2000) < 100
+    pruned = resolver.resolve("When did Caroline paint a sunrise?", 2000, NOW)
+    exact = resolver.resolve("When did Caroline paint a sunrise?", 2000, NOW, pool=0)
+    assert len(pruned.items) > 100  # widened until the budget, not the pool, ran out
+    assert set(ids(pruned)) == set(ids(exact))
+    assert pruned.tokens_used == counter.count(pruned.text) <= 2000
+
+
+def test_neighbour_bonus_counts_both_ways() -> None:
+    settings = RankingSettings(neighbour_weight=0.5, neighbour_decay=0.5, neighbour_span=2)
+    own = {"hit": 1.0, "next": 3.0}
+    # only the hit's neighbours are listed: the stronger neighbour still lifts the hit
+    relevance = with_neighbours(own, {"hit": [("next", 1), ("far", 2)]}, settings)
+    assert relevance == {"hit": 1.0 + 0.5 * 3.0, "next": 3.0 + 0.5 * 1.0, "far": 0.25 * 1.0}
+    assert with_neighbours(own, {}, settings) == own

@@ -71,8 +71,8 @@ class RankingSettings:
     neighbour_window_s: float = 900.0  # only items created this close in time are neighbours
     min_relative_score: float = 0.1  # cold items scoring below this × the best are not relevant
     density_exponent: float = 0.0  # pack by score / cost**x: 1 = per token, 0 = rank order
-    pool_floor: int = 100  # BM25 hits ranked at least (the top-k, see Resolver.resolve) …
-    pool_per_token: float = 0.1  # … or this many per token of budget, whichever is more
+    pool_floor: int = 30  # BM25 hits ranked at least (the top-k, see Resolver.resolve) …
+    pool_per_token: float = 0.03  # … or this many per token of budget, whichever is more
     fold_suffixes: bool = True
     query_stopwords: bool = True
 
@@ -127,35 +127,38 @@ def frecency_boost(
 
 
 def with_neighbours(
-    bm25: dict[str, float],
+    own: Mapping[str, float],
     neighbours: Mapping[str, Iterable[tuple[str, int]]],
     settings: RankingSettings,
-    own: Mapping[str, float] | None = None,
 ) -> dict[str, float]:
-    """Add `weight` × the best neighbour's BM25 to each item next to a hit.
+    """Relevance: each item's own BM25 plus its best neighbour bonus, `weight` × the
+    neighbour's own BM25 (× `decay` per further step).
 
-    A reply often holds the answer to the question asked just before it; items with no term
-    of their own can enter this way, but only through a neighbour that does match.
-    The hits are the keys of `bm25`; `own` (default `bm25`) gives the items' own BM25 when
-    it is known for more items than the hits (resolve passes the hits' matching neighbours).
+    A reply often holds the answer to the question asked just before it, and a question
+    names what the reply is about; items with no term of their own can enter this way, but
+    only through a neighbour that does match. `own` holds the BM25 of the items that match
+    (absent = 0); `neighbours` lists (id, distance) pairs by item, and each pair counts both
+    ways (the relation is symmetric), so listing the neighbours of the hits is enough to
+    give the hits the bonus of their neighbours and the neighbours the bonus of the hits.
     """
     weight = settings.neighbour_weight
-    base = bm25 if own is None else own
+    out = dict(own)
     if weight <= 0:
-        return dict(base)
-    out = dict(base)
-    factors: dict[int, float] = {}
-    for doc_id, score in bm25.items():
-        for other, distance in neighbours.get(doc_id, ()):
-            factor = factors.get(distance)
-            if factor is None:
-                factor = weight * math.pow(settings.neighbour_decay, distance - 1)
-                factors[distance] = factor
-            bonus = factor * score
-            if bonus > 0:
-                value = base.get(other, 0.0) + bonus
-                if value > out.get(other, 0.0):
-                    out[other] = value
+        return out
+    decay = settings.neighbour_decay
+    factors = [weight * math.pow(decay, d) for d in range(settings.neighbour_span)]
+    bonus: dict[str, float] = {}
+    best = bonus.get
+    for doc_id, row in neighbours.items():
+        mine = own.get(doc_id, 0.0)
+        for other, distance in row:
+            factor = factors[distance - 1] if distance <= len(factors) else 0.0
+            if (given := factor * mine) > best(other, 0.0):
+                bonus[other] = given
+            if (got := factor * own.get(other, 0.0)) > best(doc_id, 0.0):
+                bonus[doc_id] = got
+    for doc_id, value in bonus.items():
+        out[doc_id] = own.get(doc_id, 0.0) + value
     return out
 
 

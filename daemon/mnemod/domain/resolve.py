@@ -13,8 +13,10 @@ Selection order:
 Only a bounded pool is ranked: the BM25 top-k of the cold items (k = `pool_size(budget)`,
 at least `pool_floor`, more for large budgets), found by `Bm25Index.top_k` without scoring
 every match, plus those hits' neighbours; boosts and priors apply to that pool. When the
-budget takes half the hits or more, the pool is widened (×4) and the packing redone. With
-fewer matches than k the pool is every match and the ranking is the exact one.
+pool runs out before the budget does (another line of the usual length would still fit),
+it is widened (×4) and the packing redone. With fewer matches than k the pool is every
+match and the ranking is the exact one. On LoCoMo the pool's selections equal the exact
+path's at every budget measured, and k = 30 at 1000 tokens is four times cheaper than 100.
 
 `dropped` counts the matching items left out: the hot, warm and pooled cold candidates
 (above the relevance floor) that did not fit, plus the documents outside the pool whose
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import statistics
 from collections.abc import Set
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -242,7 +245,7 @@ class Resolver:
             matched = sum(1 for row in ranked if row[4])
             worst = len(hot) + len(warm) + matched + beyond
             packed = self._pack(hot, warm, fixed, ranked, budget, self.costs.note(worst), trace)
-            if found.complete or packed.cold_taken * 2 < len(found.scores):
+            if found.complete or not packed.ran_out:
                 break
             size *= 4  # the pool ran low before the budget did: rank a wider one
         return self._finish(packed, budget, trace, beyond, found.complete)
@@ -258,11 +261,11 @@ class Resolver:
         """Cold candidates in packing order, and the relevance floor.
 
         The hits are the BM25 top-k (`found`, hot and warm items left out); their neighbours
-        are scored too, so a neighbour gets its own BM25 plus the bonus. Bonuses from matches
-        outside the top k are not given: each is at most `neighbour_weight` × the k-th BM25,
-        so everything that can score above (1 + neighbour_weight) × the k-th BM25 is ranked
-        as the exact path ranks it, and only the tail, far below what fits the budget, may
-        differ. With every match in `found` (`complete`) this is the exact ranking.
+        are scored too, so a neighbour gets its own BM25 plus the bonus, and a hit the bonus
+        of its best neighbour. The only bonus not given is one between two neighbours that
+        are both outside the top k: at most `neighbour_weight` × the k-th BM25, which only
+        reorders the tail, far below what fits the budget. With every match in `found`
+        (`complete`) this is the exact ranking.
 
         Each row is (packing key, id, score, BM25, matched); the rows sort in packing order
         (the key is the negated score per cost**density_exponent, ties by id).
@@ -276,7 +279,7 @@ class Resolver:
             if not found.complete:  # complete: neighbours outside the hits match nothing
                 outside = {o for row in near.values() for o, _ in row if o not in hits}
                 bm25 = {**hits, **self.index.score_docs(words, outside - skip, found)}
-            relevance = with_neighbours(hits, near, settings, own=bm25)
+            relevance = with_neighbours(bm25, near, settings)
         best = max(max(hits.values(), default=0.0), max(fixed.values(), default=0.0))
         floor = settings.min_relative_score * best
         rows: list[_Ranked] = []
@@ -352,6 +355,9 @@ class Resolver:
                 pick.cost = tally.marginal(c)
                 pick.reason = "left: budget"
                 out.considered.append(pick)
+        # the rows ran out before the budget did: another line of the usual length would fit
+        cold = [p.cost for p in taken[len(taken) - out.cold_taken :]]
+        out.ran_out = limit - tally.used >= (statistics.median_low(cold) if cold else 1)
         return out
 
     def _finish(
@@ -407,6 +413,7 @@ class _Packed:
     left: int = 0
     hot_left: bool = False
     cold_taken: int = 0
+    ran_out: bool = False  # the budget could take more than the ranked rows held
     considered: list[_Pick] = field(default_factory=list)  # every pick, for the trace
 
 

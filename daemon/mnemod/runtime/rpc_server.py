@@ -1,16 +1,22 @@
 """Serving resolve requests from the rpc stream inside the writer (resolve records accesses,
-so it runs where the engine is owned). The `once` ledger of a session lives in Redis."""
+so it runs where the engine is owned). The `once` ledger of a session lives in Redis.
+
+A request is answered first; the accesses its selection records are settled once no
+request is waiting (`settle`, called by the writer), so a busy agent does not wait for them.
+"""
 
 from __future__ import annotations
 
 import json
 import time
+from datetime import datetime
 from typing import Any, cast
 
 import redis
 import structlog
 
 from mnemod.clock import Clock
+from mnemod.domain.resolve import ResolveResult
 from mnemod.errors import InvalidInputError
 from mnemod.redisio.keys import GROUP, Keys
 from mnemod.redisio.rpc import REPLY_TTL_SECONDS, parse_request, reply_target, result_payload
@@ -30,6 +36,20 @@ class RpcServer:
         self.keys = keys
         self.clock = clock
         self.metrics = metrics
+        self._selections: list[tuple[ResolveResult, datetime]] = []
+
+    @property
+    def unsettled(self) -> int:
+        """Answered requests whose selections are not recorded yet."""
+        return len(self._selections)
+
+    def settle(self, limit: int | None = None) -> None:
+        """Record the accesses of the selections answered so far (see `handle`), oldest
+        first; `limit` of them at most."""
+        count = len(self._selections) if limit is None else limit
+        selections, self._selections = self._selections[:count], self._selections[count:]
+        for result, now in selections:
+            self.engine.record_selection(result, now)
 
     def handle(self, request_id: str, raw: dict[str, str]) -> None:
         started = time.perf_counter()
@@ -71,9 +91,9 @@ class RpcServer:
             pipe.execute()
         payload = {"id": request_id, **result_payload(result, request.trace)}
         self._reply(request.reply_to, payload, request_id)
-        # The accesses (what Engine.resolve records by default) once the answer is on its
-        # way: the agent waits for the answer, not for them. The next request sees them.
-        self.engine.record_selection(result, now)
+        # The accesses (what Engine.resolve records by default) wait until no request does:
+        # an agent waits for its answer, not for them, and they are no ranking evidence.
+        self._selections.append((result, now))
         seconds = time.perf_counter() - started
         self.metrics.resolved(self.keys.namespace, seconds)
         log.debug(
@@ -84,9 +104,11 @@ class RpcServer:
         )
 
     def _reply(self, target: str, payload: dict[str, object], request_id: str) -> None:
-        """The answer, its expiry and the request's acknowledgement in one round trip
-        (an answered request needs no snapshot)."""
-        pipe = self.client.pipeline(transaction=True)
+        """The answer, its expiry and the request's acknowledgement in one round trip (an
+        answered request needs no snapshot). No MULTI: the commands touch nothing another
+        client changes, and a waiting BLPOP is served as soon as the answer is pushed (the
+        EXPIRE then finds the list gone, which is fine)."""
+        pipe = self.client.pipeline(transaction=False)
         pipe.rpush(target, json.dumps(payload, ensure_ascii=False))
         pipe.expire(target, REPLY_TTL_SECONDS)
         pipe.xack(self.keys.rpc, GROUP, request_id)

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import redis
 import structlog
@@ -29,7 +28,24 @@ from mnemod.runtime.metrics import Metrics
 
 log = structlog.get_logger("mnemod.writer")
 CONSUMER = "writer"  # one name for every leader, so a new leader inherits the pending list
-RpcHandler = Callable[[str, dict[str, str]], None]
+# Answered requests leave bookkeeping (the accesses of what they selected). It waits for a
+# quiet moment (QUIET_MS without a request) so an agent asking again soon is not kept
+# waiting; under a load that never pauses, SETTLE_SLICE of it is done per batch once more
+# than UNSETTLED_MAX requests wait, so it keeps up without one long stall.
+QUIET_MS = 20
+UNSETTLED_MAX = 256
+SETTLE_SLICE = 4
+
+
+class RequestHandler(Protocol):
+    """Answers requests from the rpc stream (runtime.rpc_server.RpcServer)."""
+
+    def handle(self, request_id: str, raw: dict[str, str]) -> None: ...
+
+    @property
+    def unsettled(self) -> int: ...
+
+    def settle(self, limit: int | None = None) -> None: ...
 
 
 @dataclass
@@ -51,7 +67,7 @@ class Writer:
         clock: Clock,
         hot: HotSync,
         metrics: Metrics,
-        rpc_handler: RpcHandler | None = None,
+        rpc: RequestHandler | None = None,
     ) -> None:
         self.engine = engine
         self.client = client
@@ -60,7 +76,7 @@ class Writer:
         self.clock = clock
         self.hot = hot
         self.metrics = metrics
-        self.rpc_handler = rpc_handler
+        self.rpc = rpc
         self.unacked: list[str] = []
         self.pending_access: set[str] = set()
         self.ack_backlog = config.daemon.batch_size * 5
@@ -87,13 +103,16 @@ class Writer:
         """Read one batch of events and requests, apply it, sync the hot layer."""
         streams = dict(self.read_from)
         backlog = any(v != ">" for v in streams.values())
+        unsettled = self.rpc.unsettled if self.rpc is not None else 0
+        if unsettled > UNSETTLED_MAX:
+            self._settle(SETTLE_SLICE)
         try:
             replies = self.client.xreadgroup(
                 GROUP,
                 CONSUMER,
                 streams,  # type: ignore[arg-type]
                 count=self.config.daemon.batch_size,
-                block=None if backlog else block_ms,
+                block=None if backlog else min(QUIET_MS, block_ms) if unsettled else block_ms,
             )
         except redis.ResponseError as exc:
             # NOGROUP: the group is gone; UNBLOCKED: the stream vanished while we waited on
@@ -107,6 +126,8 @@ class Writer:
         result = BatchResult()
         got: dict[str, int] = {}
         batches = cast(list[tuple[str, list[tuple[str, dict[str, str]]]]], replies or [])
+        if unsettled and not any(messages for _, messages in batches):
+            self._settle()
         for stream, messages in batches:
             got[stream] = len(messages)
             if messages and streams[stream] != ">":
@@ -189,11 +210,17 @@ class Writer:
 
     def _answer(self, request_id: str, raw: dict[str, str]) -> None:
         """The handler answers and acknowledges the request itself."""
-        if self.rpc_handler is None:
+        if self.rpc is None:
             self.dead_letter(request_id, raw, "rpc: this daemon serves no requests")
             self.client.xack(self.keys.rpc, GROUP, request_id)
         else:
-            self.rpc_handler(request_id, raw)
+            self.rpc.handle(request_id, raw)
+
+    def _settle(self, limit: int | None = None) -> None:
+        """The bookkeeping answered requests left (see UNSETTLED_MAX); all of it by default."""
+        if self.rpc is not None and self.rpc.unsettled:
+            self.rpc.settle(limit)
+            self.publish(self.engine.drain_changes())
 
     def _log_batch(self, result: BatchResult) -> None:
         self.metrics.event_applied(self.keys.namespace, result.applied)
@@ -220,6 +247,7 @@ class Writer:
                 return False
             if not hard and not engine.access_save_due():
                 return False
+        self._settle()
         self.publish({}, flush_accesses=True)
         started = time.perf_counter()
         wrote = self.engine.save()
@@ -247,6 +275,7 @@ class Writer:
     # ---- commands from the scheduler and the watcher -------------------------------------
     def run_command(self, command: Command) -> None:
         engine = self.engine
+        self._settle()  # a job sees every access (GC must not expire what was just used)
         if command.kind == "snapshot":
             self.commit()
             return
