@@ -23,8 +23,10 @@ own embedded redis-server). `rpc`: `mnemod.client.Client.resolve`, as a Python a
 (the request and the wait for its answer in one round trip, the answer parsed); `raw`: what
 an agent in any language does, `XADD mnemod:{default}:rpc * op resolve ...` then `BLPOP`
 of the reply list. `overhead_ms` = rpc p50 − in-process `as_used` p50. `floor_ms` is the
-same exchange with a trivial echo server in place of the daemon (redis-py, one process,
-an answer of the same size): what any request/reply over this Redis costs on this machine.
+raw exchange with the smallest possible server in place of the daemon: a redis-py loop
+around `engine.resolve` on a copy of the store. What separates it from in process is the
+machine (two more wake-ups of two processes, and a resolve that runs on cold caches after
+each wait); what separates `raw` from it is the daemon's own share.
 
     python bench/resolve_speed.py [--data PATH] [--sizes 1000,10000,100000] [--no-rpc]
         [--queries 100] [--profile] [--out bench/results/resolve_speed.json]
@@ -43,6 +45,7 @@ import os
 import pstats
 import random
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -59,6 +62,7 @@ sys.path.insert(0, str(ROOT / "daemon"))
 import mnemod  # noqa: E402
 from mnemod.client import Client  # noqa: E402
 from mnemod.redisio.connection import connect  # noqa: E402
+from mnemod.redisio.rpc import result_payload  # noqa: E402
 
 BUDGET = 1000
 CONFIG = {"ttl": {"context": "3650d"}}
@@ -244,53 +248,63 @@ def raw_asker(url: str, stream: str) -> Callable[[str], Any]:
     return ask
 
 
-def echo_server(url: str, stream: str, answer: str) -> None:
-    """The floor: answers every request on `stream` with `answer`, as the daemon would
-    (read in a consumer group, reply with RPUSH + EXPIRE + XACK in one round trip)."""
+def floor_server(url: str, folder: Path, stream: str) -> None:
+    """The floor: the smallest server of the same answers, a redis-py loop around
+    `engine.resolve` on a copy of the store (no daemon: no writer, no scheduler, no
+    bookkeeping). It reads `stream` in a consumer group and replies like the daemon, with
+    RPUSH + EXPIRE + XACK in one round trip."""
+    store = mnemod.open(folder, config=CONFIG)
     client = connect(url, socket_timeout=60.0)
     with contextlib.suppress(Exception):
-        client.xgroup_create(stream, "echo", id="0", mkstream=True)
-    while True:
-        for _, messages in client.xreadgroup("echo", "echo", {stream: ">"}, block=5000) or []:
-            for request_id, fields in messages:
-                if fields.get("op") == "stop":
-                    return
-                pipe = client.pipeline(transaction=False)
-                pipe.rpush(fields["reply_to"], answer)
-                pipe.expire(fields["reply_to"], 60)
-                pipe.xack(stream, "echo", request_id)
-                pipe.execute()
+        client.xgroup_create(stream, "floor", id="0", mkstream=True)
+    try:
+        while True:
+            for _, messages in client.xreadgroup("floor", "floor", {stream: ">"}, block=5000) or []:
+                for request_id, fields in messages:
+                    if fields.get("op") == "stop":
+                        return
+                    result = store.engine.resolve(fields["prompt"], BUDGET, record_access=False)
+                    pipe = client.pipeline(transaction=False)
+                    pipe.rpush(fields["reply_to"], json.dumps(result_payload(result, False)))
+                    pipe.expire(fields["reply_to"], 60)
+                    pipe.xack(stream, "floor", request_id)
+                    pipe.execute()
+    finally:
+        store.close()
 
 
-def rpc_latency(url: str, prompts: Sequence[str], max_seconds: float) -> dict[str, Any]:
+def rpc_latency(
+    url: str, folder: Path, prompts: Sequence[str], max_seconds: float
+) -> dict[str, Any]:
     """First pass, then `rpc` (the client) and `raw` interleaved prompt by prompt, then the
-    echo floor with an answer as long as the daemon's median one."""
+    floor: the same prompts answered by `floor_server` on a copy of `folder`."""
     memory = Client(url)
     raw = raw_asker(url, "mnemod:{default}:rpc")
     first = warm_up(lambda p: memory.resolve(p, budget=BUDGET, timeout=60), prompts, max_seconds)
     prompts = prompts[: len(first)]
     rpc: list[float] = []
     plain: list[float] = []
-    sizes: list[int] = []
     deadline = time.monotonic() + max_seconds
     for prompt in prompts:
         rpc.append(timed(lambda p=prompt: memory.resolve(p, budget=BUDGET, timeout=60)))
-        started = time.perf_counter()
-        sizes.append(len(raw(prompt)))
-        plain.append(time.perf_counter() - started)
+        plain.append(timed(lambda p=prompt: raw(p)))
         if time.monotonic() > deadline:
             break
     memory.close()
-    answer = "x" * sorted(sizes)[len(sizes) // 2]
+    copy = folder.parent / f"{folder.name}-floor"
+    shutil.copytree(folder, copy, ignore=shutil.ignore_patterns("redis", "*.lock", "*.log"))
     server = multiprocessing.get_context("fork").Process(
-        target=echo_server, args=(url, "bench:echo", answer), daemon=True
+        target=floor_server, args=(url, copy, "bench:floor"), daemon=True
     )
     server.start()
-    echo = raw_asker(url, "bench:echo")
-    warm_up(echo, prompts, max_seconds)
-    floor = [timed(lambda p=prompt: echo(p)) for prompt in prompts]
-    connect(url).xadd("bench:echo", {"op": "stop"})
-    server.join(timeout=10)
+    try:
+        ask = raw_asker(url, "bench:floor")
+        warm_up(ask, prompts, max_seconds)  # also waits until the store is open
+        floor = [timed(lambda p=prompt: ask(p)) for prompt in prompts[: len(rpc)]]
+    finally:
+        connect(url).xadd("bench:floor", {"op": "stop"})
+        server.join(timeout=60)
+        shutil.rmtree(copy, ignore_errors=True)
     return {
         "rpc_first_ms": percentiles(first),
         "rpc_ms": percentiles(rpc),
@@ -331,7 +345,7 @@ def run_size(
         if args.rpc:
             with daemon(folder) as (url, ready):
                 row["daemon_start_s"] = round(ready, 2)
-                row.update(rpc_latency(url, prompts, args.max_seconds))
+                row.update(rpc_latency(url, folder, prompts, args.max_seconds))
             row["rpc_overhead_ms"] = round(row["rpc_ms"]["p50"] - row["as_used_ms"]["p50"], 3)
     return row
 
