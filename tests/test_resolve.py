@@ -314,3 +314,29 @@ def test_neighbour_bonus_counts_both_ways() -> None:
     relevance = with_neighbours(own, {"hit": [("next", 1), ("far", 2)]}, settings)
     assert relevance == {"hit": 1.0 + 0.5 * 3.0, "next": 3.0 + 0.5 * 1.0, "far": 0.25 * 1.0}
     assert with_neighbours(own, {}, settings) == own
+
+
+def test_pool_stays_put_when_the_rest_cannot_reach_the_floor(
+    counter: TokenCounter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a few strong matches, many that share only a common word: a large budget outlasts the
+    # strong ones, yet widening could only add what the relevance floor leaves out
+    strong = [
+        mem(f"s{i}", f"Caroline painted a sunrise over the lake {i}", at=T0 + timedelta(days=i))
+        for i in range(5)
+    ]
+    weak = [
+        mem(f"w{i:03d}", f"Caroline: ok {i}", at=T0 + timedelta(days=10 + i)) for i in range(400)
+    ]
+    resolver = resolver_with(counter, *strong, *weak)
+    searches: list[int] = []
+    top_k = resolver.index.top_k
+
+    def spy(words: list[str], k: int, exclude: frozenset[str] = frozenset()) -> object:
+        searches.append(k)
+        return top_k(words, k, exclude=exclude)
+
+    monkeypatch.setattr(resolver.index, "top_k", spy)
+    result = resolver.resolve("When did Caroline paint a sunrise over the lake?", 4000, NOW)
+    assert {c.id for c in strong} <= set(ids(result))
+    assert searches == [resolver.pool_size(4000)]

@@ -245,10 +245,17 @@ class Resolver:
             matched = sum(1 for row in ranked if row[4])
             worst = len(hot) + len(warm) + matched + beyond
             packed = self._pack(hot, warm, fixed, ranked, budget, self.costs.note(worst), trace)
-            if found.complete or not packed.ran_out:
+            if found.complete or not packed.ran_out or self._beyond_floor(found, floor):
                 break
             size *= 4  # the pool ran low before the budget did: rank a wider one
         return self._finish(packed, budget, trace, beyond, found.complete)
+
+    def _beyond_floor(self, found: TopK, floor: float) -> bool:
+        """True when nothing outside the pool can reach the relevance floor: such a document
+        has at most the k-th BM25, and neighbours outside the pool add at most
+        `neighbour_weight` × that (a wider pool would only rank what packing must leave)."""
+        kth = min(found.scores.values(), default=0.0)
+        return (1.0 + self.settings.neighbour_weight) * kth < floor
 
     def _cold(
         self,
