@@ -20,7 +20,7 @@ In process, three modes on the same store, interleaved prompt by prompt:
 
 Over RPC, the store is closed and `mnemod run --data-dir D` started on the same folder (its
 own embedded redis-server). `rpc`: `mnemod.client.Client.resolve`, as a Python agent asks
-(the request and the wait for its answer in one round trip, the answer parsed); `raw`: what
+(request checked, answer parsed and checked); `raw`: what
 an agent in any language does, `XADD mnemod:{default}:rpc * op resolve ...` then `BLPOP`
 of the reply list. `overhead_ms` = rpc p50 − in-process `as_used` p50. `floor_ms` is the
 raw exchange with the smallest possible server in place of the daemon: a redis-py loop
