@@ -206,8 +206,9 @@ def profile(store: Any, prompts: Sequence[str], now: datetime, top: int = 15) ->
 
 # ---- the daemon -----------------------------------------------------------------------------
 @contextlib.contextmanager
-def daemon(folder: Path, timeout: float = 300.0) -> Iterator[tuple[str, float]]:
-    """`mnemod run` on `folder`; yields its Redis URL and the seconds until it was serving."""
+def daemon(folder: Path, timeout: float = 300.0) -> Iterator[tuple[str, int, float]]:
+    """`mnemod run` on `folder`; yields its Redis URL, its pid and the seconds until it was
+    serving."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOD_")} | ENV
     args = [sys.executable, "-m", "mnemod.cli.main", "run", "--data-dir", str(folder)]
     env["PYTHONPATH"] = str(ROOT / "daemon")
@@ -223,12 +224,22 @@ def daemon(folder: Path, timeout: float = 300.0) -> Iterator[tuple[str, float]]:
                 if proc.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"daemon did not start; see {folder / 'daemon.log'}")
                 time.sleep(0.1)
-        yield url, time.perf_counter() - started
+        yield url, proc.pid, time.perf_counter() - started
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=120)
         log.close()
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time of all threads of a process so far, in ns resolution (Linux schedstat;
+    NaN elsewhere)."""
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+        return sum(int((t / "schedstat").read_text().split()[0]) for t in tasks) / 1e9
+    except (OSError, ValueError):
+        return float("nan")
 
 
 def raw_asker(url: str, stream: str) -> Callable[[str], Any]:
@@ -274,10 +285,11 @@ def floor_server(url: str, folder: Path, stream: str) -> None:
 
 
 def rpc_latency(
-    url: str, folder: Path, prompts: Sequence[str], max_seconds: float
+    url: str, pid: int, folder: Path, prompts: Sequence[str], max_seconds: float
 ) -> dict[str, Any]:
     """First pass, then `rpc` (the client) and `raw` interleaved prompt by prompt, then the
-    floor: the same prompts answered by `floor_server` on a copy of `folder`."""
+    floor: the same prompts answered by `floor_server` on a copy of `folder`. `cpu_ms` is
+    the server's CPU time per request, the daemon's (`pid`) and the floor's."""
     memory = Client(url)
     raw = raw_asker(url, "mnemod:{default}:rpc")
     first = warm_up(lambda p: memory.resolve(p, budget=BUDGET, timeout=60), prompts, max_seconds)
@@ -285,11 +297,13 @@ def rpc_latency(
     rpc: list[float] = []
     plain: list[float] = []
     deadline = time.monotonic() + max_seconds
+    cpu_before = cpu_seconds(pid)
     for prompt in prompts:
         rpc.append(timed(lambda p=prompt: memory.resolve(p, budget=BUDGET, timeout=60)))
         plain.append(timed(lambda p=prompt: raw(p)))
         if time.monotonic() > deadline:
             break
+    daemon_cpu = (cpu_seconds(pid) - cpu_before) / (len(rpc) + len(plain))
     memory.close()
     copy = folder.parent / f"{folder.name}-floor"
     shutil.copytree(folder, copy, ignore=shutil.ignore_patterns("redis", "*.lock", "*.log"))
@@ -300,7 +314,9 @@ def rpc_latency(
     try:
         ask = raw_asker(url, "bench:floor")
         warm_up(ask, prompts, max_seconds)  # also waits until the store is open
+        cpu_before = cpu_seconds(server.pid or 0)
         floor = [timed(lambda p=prompt: ask(p)) for prompt in prompts[: len(rpc)]]
+        floor_cpu = (cpu_seconds(server.pid or 0) - cpu_before) / len(floor)
     finally:
         connect(url).xadd("bench:floor", {"op": "stop"})
         server.join(timeout=60)
@@ -310,6 +326,7 @@ def rpc_latency(
         "rpc_ms": percentiles(rpc),
         "raw_ms": percentiles(plain),
         "floor_ms": percentiles(floor),
+        "cpu_ms": {"daemon": round(daemon_cpu * 1000, 3), "floor": round(floor_cpu * 1000, 3)},
     }
 
 
@@ -343,9 +360,9 @@ def run_size(
         finally:
             row["close_s"] = round(timed(store.close), 2)
         if args.rpc:
-            with daemon(folder) as (url, ready):
+            with daemon(folder) as (url, pid, ready):
                 row["daemon_start_s"] = round(ready, 2)
-                row.update(rpc_latency(url, folder, prompts, args.max_seconds))
+                row.update(rpc_latency(url, pid, folder, prompts, args.max_seconds))
             row["rpc_overhead_ms"] = round(row["rpc_ms"]["p50"] - row["as_used_ms"]["p50"], 3)
     return row
 
@@ -388,6 +405,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "raw p50",
         "floor p50",
         "rpc-used",
+        "cpu/req",
+        "floor cpu",
     )
     print("".join(f"{h:>10}" for h in head) + "   (ms unless noted)")
     for r in rows:
@@ -406,6 +425,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             r.get("raw_ms", {}).get("p50", "-"),
             r.get("floor_ms", {}).get("p50", "-"),
             r.get("rpc_overhead_ms", "-"),
+            r.get("cpu_ms", {}).get("daemon", "-"),
+            r.get("cpu_ms", {}).get("floor", "-"),
         ]
         print("".join(f"{c:>10.4g}" if isinstance(c, float) else f"{c:>10}" for c in cells))
     for r in rows:
