@@ -28,13 +28,13 @@ from mnemod.runtime.metrics import Metrics
 
 log = structlog.get_logger("mnemod.writer")
 CONSUMER = "writer"  # one name for every leader, so a new leader inherits the pending list
-# Answered requests leave bookkeeping (the accesses of what they selected). It waits for a
-# quiet moment (QUIET_MS without a request) so an agent asking again soon is not kept
-# waiting; under a load that never pauses, SETTLE_SLICE of it is done per batch once more
-# than UNSETTLED_MAX requests wait, so it keeps up without one long stall.
-QUIET_MS = 20
+# Answered requests leave bookkeeping (the accesses of what they selected). It is done in
+# quiet moments: after QUIET_MS without a request, SETTLE_SLICE answers' worth, then the
+# streams are looked at again, so a request never waits behind more than one slice. Under
+# a load that never pauses, one answer's worth per batch once UNSETTLED_MAX are waiting.
+QUIET_MS = 2
+SETTLE_SLICE = 2
 UNSETTLED_MAX = 256
-SETTLE_SLICE = 4
 
 
 class RequestHandler(Protocol):
@@ -105,7 +105,7 @@ class Writer:
         backlog = any(v != ">" for v in streams.values())
         unsettled = self.rpc.unsettled if self.rpc is not None else 0
         if unsettled > UNSETTLED_MAX:
-            self._settle(SETTLE_SLICE)
+            self._settle(1)
         try:
             replies = self.client.xreadgroup(
                 GROUP,
@@ -127,7 +127,7 @@ class Writer:
         got: dict[str, int] = {}
         batches = cast(list[tuple[str, list[tuple[str, dict[str, str]]]]], replies or [])
         if unsettled and not any(messages for _, messages in batches):
-            self._settle()
+            self._settle(SETTLE_SLICE)
         for stream, messages in batches:
             got[stream] = len(messages)
             if messages and streams[stream] != ">":
