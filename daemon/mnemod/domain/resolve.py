@@ -14,9 +14,11 @@ Only a bounded pool is ranked: the BM25 top-k of the cold items (k = `pool_size(
 at least `pool_floor`, more for large budgets), found by `Bm25Index.top_k` without scoring
 every match, plus those hits' neighbours; boosts and priors apply to that pool. When the
 pool runs out before the budget does (another line of the usual length would still fit),
-it is widened (×4) and the packing redone. With fewer matches than k the pool is every
-match and the ranking is the exact one. On LoCoMo the pool's selections equal the exact
-path's at every budget measured, and k = 30 at 1000 tokens is four times cheaper than 100.
+it is widened (×4) and the packing redone, unless nothing outside it can reach the
+relevance floor (`_beyond_floor`). With fewer matches than k the pool is every
+match and the ranking is the exact one. On LoCoMo the pool's recall equals the exact
+path's at every budget measured (93 % of the selections are identical, the rest differ in
+the tail), and k = 30 at 1000 tokens is about twice as fast as k = 100 at 10,000 entries.
 
 `dropped` counts the matching items left out: the hot, warm and pooled cold candidates
 (above the relevance floor) that did not fit, plus the documents outside the pool whose
