@@ -340,3 +340,26 @@ def test_pool_stays_put_when_the_rest_cannot_reach_the_floor(
     result = resolver.resolve("When did Caroline paint a sunrise over the lake?", 4000, NOW)
     assert {c.id for c in strong} <= set(ids(result))
     assert searches == [resolver.pool_size(4000)]
+
+
+def test_pool_stays_put_when_its_lines_are_too_long_for_the_budget(
+    counter: TokenCounter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # every match is longer than the whole budget: a wider pool would only find more of them
+    story = " ".join(f"word{i}" for i in range(120))
+    items = [
+        mem(f"m{i:03d}", f"Caroline painted a sunrise {i}: {story}", at=T0 + timedelta(days=i))
+        for i in range(300)
+    ]
+    resolver = resolver_with(counter, *items)
+    searches: list[int] = []
+    top_k = resolver.index.top_k
+
+    def spy(words: list[str], k: int, exclude: frozenset[str] = frozenset()) -> object:
+        searches.append(k)
+        return top_k(words, k, exclude=exclude)
+
+    monkeypatch.setattr(resolver.index, "top_k", spy)
+    result = resolver.resolve("When did Caroline paint a sunrise?", 100, NOW)
+    assert result.items == [] and result.dropped > 0
+    assert searches == [resolver.pool_size(100)]

@@ -346,10 +346,13 @@ class Resolver:
         items = self._items
         line = self.costs.line
         limit = budget - reserve  # what the text may use before the note
+        lengths = []  # of the ranked lines, to tell whether the pool ran out (below)
         for _, doc_id, score, own, matched in ranked:
             c = items[doc_id]
+            cost = line(c)
+            lengths.append(cost)
             # the line alone must fit (the marginal cost is never less), then the marginal
-            if tally.used + line(c) <= limit and tally.fits(c):
+            if tally.used + cost <= limit and tally.fits(c):
                 pick = _Pick(c, "cold", own, score, matched=matched)
                 pick.cost = tally.take(c)
                 pick.reason = "taken"
@@ -364,9 +367,10 @@ class Resolver:
                 pick.cost = tally.marginal(c)
                 pick.reason = "left: budget"
                 out.considered.append(pick)
-        # the rows ran out before the budget did: another line of the usual length would fit
-        cold = [p.cost for p in taken[len(taken) - out.cold_taken :]]
-        out.ran_out = limit - tally.used >= (statistics.median_low(cold) if cold else 1)
+        # the rows ran out before the budget did: a line of the ranked rows' usual length
+        # would still fit (so lines too long for what is left never widen the pool)
+        usual = statistics.median_low(lengths) if lengths else 1
+        out.ran_out = limit - tally.used >= usual
         return out
 
     def _finish(
