@@ -64,6 +64,19 @@ def ids(result: object) -> list[str]:
     return [c.id for c in result.items]  # type: ignore[attr-defined]
 
 
+def pool_sizes_searched(resolver: Resolver, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The k of every top-k search the resolver runs from now on (filled in as it goes)."""
+    searches: list[int] = []
+    top_k = resolver.index.top_k
+
+    def spy(words: list[str], k: int, exclude: frozenset[str] = frozenset()) -> object:
+        searches.append(k)
+        return top_k(words, k, exclude=exclude)
+
+    monkeypatch.setattr(resolver.index, "top_k", spy)
+    return searches
+
+
 def test_tiers_in_order_and_text_shape(counter: TokenCounter) -> None:
     resolver = resolver_with(
         counter,
@@ -329,14 +342,7 @@ def test_pool_stays_put_when_the_rest_cannot_reach_the_floor(
         mem(f"w{i:03d}", f"Caroline: ok {i}", at=T0 + timedelta(days=10 + i)) for i in range(400)
     ]
     resolver = resolver_with(counter, *strong, *weak)
-    searches: list[int] = []
-    top_k = resolver.index.top_k
-
-    def spy(words: list[str], k: int, exclude: frozenset[str] = frozenset()) -> object:
-        searches.append(k)
-        return top_k(words, k, exclude=exclude)
-
-    monkeypatch.setattr(resolver.index, "top_k", spy)
+    searches = pool_sizes_searched(resolver, monkeypatch)
     result = resolver.resolve("When did Caroline paint a sunrise over the lake?", 4000, NOW)
     assert {c.id for c in strong} <= set(ids(result))
     assert searches == [resolver.pool_size(4000)]
@@ -352,14 +358,7 @@ def test_pool_stays_put_when_its_lines_are_too_long_for_the_budget(
         for i in range(300)
     ]
     resolver = resolver_with(counter, *items)
-    searches: list[int] = []
-    top_k = resolver.index.top_k
-
-    def spy(words: list[str], k: int, exclude: frozenset[str] = frozenset()) -> object:
-        searches.append(k)
-        return top_k(words, k, exclude=exclude)
-
-    monkeypatch.setattr(resolver.index, "top_k", spy)
+    searches = pool_sizes_searched(resolver, monkeypatch)
     result = resolver.resolve("When did Caroline paint a sunrise?", 100, NOW)
     assert result.items == [] and result.dropped > 0
     assert searches == [resolver.pool_size(100)]
