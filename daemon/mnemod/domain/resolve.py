@@ -271,9 +271,9 @@ class Resolver:
 
         The hits are the BM25 top-k (`found`, hot and warm items left out); their neighbours
         are scored too, so a neighbour gets its own BM25 plus the bonus, and a hit the bonus
-        of its best neighbour. The only bonus not given is one between two neighbours that
-        are both outside the top k: at most `neighbour_weight` × the k-th BM25, which only
-        reorders the tail, far below what fits the budget. With every match in `found`
+        of its best neighbour. The only bonus not given is the one a neighbour would get
+        from a match outside the top k: at most `neighbour_weight` × the k-th BM25, which
+        only reorders the tail, far below what fits the budget. With every match in `found`
         (`complete`) this is the exact ranking.
 
         Each row is (packing key, id, score, BM25, matched); the rows sort in packing order
