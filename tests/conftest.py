@@ -3,6 +3,10 @@
 It is started by the daemon's own embedded-Redis code on a unix socket in a temp folder (no
 TCP port), so every test run also tests the embedded default, and no test can touch a
 Redis anyone else uses. Without redis-server on PATH the Redis tests fail, loudly.
+
+Every in-process save is also checked against the entries in memory (`saved_as_held`):
+the engine keeps entries' JSON between saves, and a change that skipped `touched` would
+otherwise reach index.json stale without any test noticing.
 """
 
 from __future__ import annotations
@@ -10,12 +14,15 @@ from __future__ import annotations
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
 
+from mnemod.files.l3_store import load_index
 from mnemod.redisio.connection import connect
 from mnemod.redisio.embedded import INSTALL_HINT, EmbeddedRedis
+from mnemod.runtime.engine import Engine
 
 
 @pytest.fixture(scope="session")
@@ -37,3 +44,19 @@ def redis_client(redis_server: str) -> Iterator[redis.Redis]:
         yield client
     finally:
         client.close()
+
+
+@pytest.fixture(autouse=True)
+def saved_as_held(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After every save, index.json must hold exactly the entries the engine holds."""
+    save = Engine.save
+
+    def checked(self: Engine, now: Any = None) -> bool:
+        wrote = save(self, now)
+        if wrote:
+            on_disk = [e.to_dict() for e in load_index(self.paths.index).entries]
+            in_memory = [e.to_dict() for e in self.entries.values()]
+            assert on_disk == in_memory, f"{self.paths.index} differs from the entries held"
+        return wrote
+
+    monkeypatch.setattr(Engine, "save", checked)

@@ -308,3 +308,23 @@ def test_resolve_selections_count_for_ttl_but_not_for_ranking(store: mnemod.Stor
     assert store.engine.recall.resolver.get(entry.id).access_count == 0  # type: ignore[union-attr]
     store.access(entry.id)
     assert store.engine.recall.resolver.get(entry.id).access_count == 1  # type: ignore[union-attr]
+
+
+def test_index_json_is_one_compact_document(store: mnemod.Store) -> None:
+    """Entries are written from texts kept between saves; the file is still exactly the
+    compact JSON of the whole document, whatever changed in between."""
+    kept = store.add("Café opening hours moved to 8:00", type="context")
+    changed = store.add("The build server is called ferret", type="context")
+    store.add("Deploy windows are Tuesday mornings", type="context")
+    store.update(changed.id, content="The build server is called stoat now")
+    store.access(kept.id)
+    store.remove(kept.id)
+    store.engine.save()
+    raw = store.engine.paths.index.read_text(encoding="utf-8")
+    document = json.loads(raw)
+    assert raw == json.dumps(document, ensure_ascii=False, separators=(",", ":")) + "\n"
+    assert list(document) == ["format", "last_event_id", "saved_at", "stats", "entries"]
+    assert [e["content"] for e in document["entries"]] == [
+        "The build server is called stoat now",
+        "Deploy windows are Tuesday mornings",
+    ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -110,16 +111,27 @@ def _parse(path: Path) -> L3Snapshot:
     return L3Snapshot(entries=entries, last_event_id=last, stats=dict(stats or {}))
 
 
-def save_index(path: Path, snapshot: L3Snapshot, now: datetime) -> None:
+def entry_json(entry: Entry) -> str:
+    """One entry exactly as index.json holds it (compact, non-ASCII kept)."""
+    return json.dumps(entry.to_dict(), ensure_ascii=False, separators=(",", ":"))
+
+
+def save_index(
+    path: Path, snapshot: L3Snapshot, now: datetime, stored: Sequence[str] | None = None
+) -> None:
     """Write durably; the previous good file becomes index.json.bak. Entries keep their
-    order (insertion order), which resolve uses to tell conversation neighbours apart."""
-    entries = snapshot.entries
-    document = {
+    order (insertion order), which resolve uses to tell conversation neighbours apart.
+
+    `stored` is each entry already as `entry_json`, in the same order: the engine keeps
+    those texts between saves, so a snapshot serializes only what changed (serializing
+    every entry was most of a save: 0.3 s at 10,000 entries, 5 s at 100,000)."""
+    texts = stored if stored is not None else [entry_json(e) for e in snapshot.entries]
+    head = {
         "format": FORMAT,
         "last_event_id": snapshot.last_event_id,
         "saved_at": format_time(now),
         "stats": snapshot.stats,
-        "entries": [entry.to_dict() for entry in entries],
     }
-    payload = json.dumps(document, ensure_ascii=False, separators=(",", ":"), sort_keys=False)
-    atomic_write_bytes(path, (payload + "\n").encode("utf-8"), backup=True)
+    opening = json.dumps(head, ensure_ascii=False, separators=(",", ":"))[:-1]
+    payload = f'{opening},"entries":[{",".join(texts)}]}}\n'
+    atomic_write_bytes(path, payload.encode("utf-8"), backup=True)
