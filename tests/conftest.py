@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import redis
 
+from daemon_proc import DaemonFactory, managed
 from mnemod.files.l3_store import load_index
 from mnemod.redisio.connection import connect
 from mnemod.redisio.embedded import INSTALL_HINT, EmbeddedRedis
@@ -44,6 +45,13 @@ def redis_client(redis_server: str) -> Iterator[redis.Redis]:
         yield client
     finally:
         client.close()
+
+
+@pytest.fixture
+def daemons(tmp_path: Path) -> Iterator[DaemonFactory]:
+    """Real `mnemod run` processes for one test; none is left running afterwards."""
+    with managed(tmp_path) as factory:
+        yield factory
 
 
 @pytest.fixture(autouse=True)

@@ -12,10 +12,7 @@ import random
 import signal
 import threading
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from daemon_proc import (
     KEYS,
@@ -25,7 +22,6 @@ from daemon_proc import (
     history,
     index_entries,
     index_last_event_id,
-    managed,
     pending,
     unread,
 )
@@ -35,12 +31,6 @@ from mnemod.redisio.embedded import socket_path_for
 FULL = os.environ.get("MNEMOD_TEST_SCALE") == "full"
 EVENTS = 10_000 if FULL else 2_000
 KILLS = 8 if FULL else 5
-
-
-@pytest.fixture
-def daemons(tmp_path: Path) -> Iterator[DaemonFactory]:
-    with managed(tmp_path) as factory:
-        yield factory
 
 
 class Agent(threading.Thread):

@@ -8,11 +8,8 @@ import os
 import random
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from daemon_proc import (
     KEYS,
@@ -24,7 +21,6 @@ from daemon_proc import (
     history,
     index_entries,
     index_last_event_id,
-    managed,
     pending,
 )
 from helpers import wait_until
@@ -32,12 +28,6 @@ from mnemod.client import Client as MemoryClient
 from mnemod.clock import parse_time
 from mnemod.redisio.embedded import EmbeddedRedis
 from mnemod.redisio.events import stream_id_key
-
-
-@pytest.fixture
-def daemons(tmp_path: Path) -> Iterator[DaemonFactory]:
-    with managed(tmp_path) as factory:
-        yield factory
 
 
 def start_embedded(daemons: DaemonFactory, **kwargs: Any) -> tuple[Path, Client]:

@@ -20,18 +20,11 @@ from daemon_proc import (
     add_event,
     distinct_content,
     index_entries,
-    managed,
     pending,
     unread,
 )
 from helpers import wait_until
 from mnemod.redisio.embedded import EmbeddedRedis
-
-
-@pytest.fixture
-def daemons(tmp_path: Path) -> Iterator[DaemonFactory]:
-    with managed(tmp_path) as factory:
-        yield factory
 
 
 @pytest.fixture

@@ -7,20 +7,11 @@ import json
 import socket
 import subprocess
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from daemon_proc import DaemonFactory, managed
+from daemon_proc import DaemonFactory
 from helpers import run_cli, wait_until
-
-
-@pytest.fixture
-def daemons(tmp_path: Path) -> Iterator[DaemonFactory]:
-    with managed(tmp_path) as factory:
-        yield factory
 
 
 def cli(data: Path, *args: str, expect: int | None = 0) -> subprocess.CompletedProcess[str]:
