@@ -318,7 +318,6 @@ class Client:
             fields["trace"] = "1"
         deadline = time.monotonic() + timeout
         with _redis_errors():
-            # two round trips: a redis-py pipeline of the two costs more than the one it saves
             request_id = cast(str, self.redis.xadd(self.keys.rpc, cast(Any, fields)))
             raw = self._pop(reply_to, deadline)
         if raw is None:
@@ -357,17 +356,16 @@ class Client:
 
     def _pop(self, reply_to: str, deadline: float) -> str | None:
         """BLPOP in slices shorter than the socket timeout, so a long wait cannot trip it."""
-        while time.monotonic() < deadline:
-            popped = self.redis.blpop([reply_to], timeout=self._wait_slice(deadline))
+        slice_seconds = max(0.1, self.socket_timeout / 2)
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            # BLPOP takes seconds with decimals (Redis >= 6); 0 would block forever.
+            wait = max(0.01, min(left, slice_seconds))
+            popped = self.redis.blpop([reply_to], timeout=round(wait, 3))
             if popped is not None:
                 return cast(Sequence[str], popped)[1]
-        return None
-
-    def _wait_slice(self, deadline: float) -> float:
-        """Seconds for one BLPOP: what is left, at most half the socket timeout. BLPOP takes
-        decimals (Redis >= 6); 0 would block forever, so at least 10 ms."""
-        left = deadline - time.monotonic()
-        return round(max(0.01, min(left, max(0.1, self.socket_timeout / 2))), 3)
 
     def _acknowledged(self, event_id: str) -> bool:
         with _redis_errors():

@@ -357,7 +357,6 @@ class Resolver:
                 pick.cost = tally.take(c)
                 pick.reason = "taken"
                 taken.append(pick)
-                out.cold_taken += 1
                 if trace:
                     out.considered.append(pick)
                 continue
@@ -425,7 +424,6 @@ class _Packed:
     taken: list[_Pick] = field(default_factory=list)
     left: int = 0
     hot_left: bool = False
-    cold_taken: int = 0
     ran_out: bool = False  # the budget could take more than the ranked rows held
     considered: list[_Pick] = field(default_factory=list)  # every pick, for the trace
 

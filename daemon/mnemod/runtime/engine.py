@@ -30,7 +30,7 @@ from mnemod.domain.validation import NewEntry, check_new_entry, check_update
 from mnemod.errors import InvalidInputError, MnemodError, NotFoundError
 from mnemod.files.journal import Journal
 from mnemod.files.l1_files import L1Item, L1Problem, L1Registry
-from mnemod.files.l3_store import L3Snapshot, entry_json, load_index, save_index
+from mnemod.files.l3_store import EntryTexts, L3Snapshot, load_index, save_index
 from mnemod.files.lock import NamespaceLock
 from mnemod.ids import new_id
 from mnemod.runtime.bulk import restore_entries, run_gc
@@ -86,7 +86,7 @@ class Engine:
         if not readonly and snapshot.recovered_from is None:
             self._trim_journal(snapshot.stats)
         self.changed: dict[str, str] = {}
-        self._stored: dict[str, tuple[Entry, str]] = {}  # entry id → (entry, its JSON)
+        self._texts = EntryTexts()  # each entry's JSON, kept between saves
         self.recall = Recall(self.counter)
         for entry in [*self.entries.values(), *self.l2_entries.values()]:
             self.touched(entry.id, "load")
@@ -123,7 +123,8 @@ class Engine:
         if self.journal.pending:
             self.journal.flush()
             self.dirty = True  # the index records the journal's length (see _trim_journal)
-        save_index(self.paths.index, self._snapshot(), now or self.clock.now(), self._texts())
+        texts = self._texts.of(self.entries.values())
+        save_index(self.paths.index, self._snapshot(), now or self.clock.now(), texts)
         self.dirty = self.soft_dirty = False
         self.last_save = time.monotonic()
         return True
@@ -135,18 +136,6 @@ class Engine:
             "journal": self.journal.sizes(),
         }
         return L3Snapshot(list(self.entries.values()), self.last_event_id, stats)
-
-    def _texts(self) -> list[str]:
-        """Every L3 entry as index.json stores it, serialized again only when it changed
-        (every change goes through `touched`, which forgets the text) or is another object."""
-        stored = self._stored
-        out = []
-        for entry in self.entries.values():
-            kept = stored.get(entry.id)
-            if kept is None or kept[0] is not entry:
-                kept = stored[entry.id] = (entry, entry_json(entry))
-            out.append(kept[1])
-        return out
 
     def _trim_journal(self, stats: dict[str, Any]) -> None:
         """Records appended after the last snapshot describe changes the snapshot does not
@@ -182,7 +171,7 @@ class Engine:
         add, an update)."""
         if op != "access" or entry_id not in self.changed:
             self.changed[entry_id] = op
-        self._stored.pop(entry_id, None)
+        self._texts.forget(entry_id)
         entry = self.entries.get(entry_id)
         if entry is not None:
             self.recall.put(entry, "l3")
