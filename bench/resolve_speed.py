@@ -59,6 +59,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "daemon"))
 
+import orjson  # noqa: E402
+
 import mnemod  # noqa: E402
 from mnemod.client import Client  # noqa: E402
 from mnemod.redisio.connection import connect  # noqa: E402
@@ -276,7 +278,7 @@ def floor_server(url: str, folder: Path, stream: str) -> None:
                         return
                     result = store.engine.resolve(fields["prompt"], BUDGET, record_access=False)
                     pipe = client.pipeline(transaction=False)
-                    pipe.rpush(fields["reply_to"], json.dumps(result_payload(result, False)))
+                    pipe.rpush(fields["reply_to"], orjson.dumps(result_payload(result, False)))
                     pipe.expire(fields["reply_to"], 60)
                     pipe.xack(stream, "floor", request_id)
                     pipe.execute()

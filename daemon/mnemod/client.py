@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from types import TracebackType
 from typing import Any, cast
 
+import orjson
 import redis
 
 from mnemod.clock import utcnow
@@ -326,7 +327,7 @@ class Client:
                 f"(is `mnemod run` running for namespace {self.keys.namespace!r}?)"
             )
         try:
-            answer = json.loads(raw)
+            answer = orjson.loads(raw)
         except ValueError:
             raise ClientError(f"unreadable answer from mnemod: {raw[:200]!r}") from None
         if not isinstance(answer, dict):

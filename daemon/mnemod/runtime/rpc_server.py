@@ -7,11 +7,11 @@ request is waiting (`settle`, called by the writer), so a busy agent does not wa
 
 from __future__ import annotations
 
-import json
 import time
 from datetime import datetime
 from typing import Any, cast
 
+import orjson
 import redis
 import structlog
 
@@ -107,9 +107,10 @@ class RpcServer:
         """The answer, its expiry and the request's acknowledgement in one round trip (an
         answered request needs no snapshot). No MULTI: the commands touch nothing another
         client changes, and a waiting BLPOP is served as soon as the answer is pushed (the
-        EXPIRE then finds the list gone, which is fine)."""
+        EXPIRE then finds the list gone, which is fine). orjson: a 1,000-token answer is
+        about 10 KB of JSON, which the standard library takes 0.1-0.3 ms to write here."""
         pipe = self.client.pipeline(transaction=False)
-        pipe.rpush(target, json.dumps(payload, ensure_ascii=False))
+        pipe.rpush(target, orjson.dumps(payload))
         pipe.expire(target, REPLY_TTL_SECONDS)
         pipe.xack(self.keys.rpc, GROUP, request_id)
         pipe.execute()
