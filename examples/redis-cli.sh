@@ -37,7 +37,7 @@ r XADD "$base:rpc" '*' op resolve prompt 'Which timezone and units does the user
   budget 500 session example reply_to "$reply" >/dev/null
 answer=$(r BLPOP "$reply" 10 | tail -n 1)   # BLPOP prints the list name, then the value
 [ -n "$answer" ] || { echo "no answer from mnemod within 10 s" >&2; exit 1; }
-case "$answer" in *'"ok": false'*) echo "mnemod refused the request: $answer" >&2; exit 1 ;; esac
+case "$answer" in *'"ok":false'*) echo "mnemod refused the request: $answer" >&2; exit 1 ;; esac
 echo "$answer"                              # pipe through `jq -r .text` for the text alone
 
 # 4. Read hot items: the five most retained L3 entries, then one item by id.
