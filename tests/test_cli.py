@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -97,3 +98,28 @@ def test_dedupe_report_lists_candidates_for_review(tmp_path: Path) -> None:
     assert rows[0]["score"] >= 0.3 and "would_merge" in rows[0]
     text = cli.run("dedupe", "--report", "--threshold", "0.3").stdout
     assert "wifi" in text
+
+
+def test_the_hook_and_the_client_start_without_the_engine() -> None:
+    """The Claude Code hook runs on every prompt and agents import the client: neither loads
+    the engine, the tokenizer or the daemon's machinery (the store loads on first use)."""
+    heavy = [
+        "mnemod.api",
+        "mnemod.runtime.engine",
+        "mnemod.runtime.daemon",
+        "mnemod.domain.resolve",
+        "tiktoken",
+        "apscheduler",
+        "watchdog",
+    ]
+    script = (
+        "import sys, mnemod.client, mnemod.cli.main\n"
+        f"print([m for m in {heavy!r} if m in sys.modules])\n"
+        "import mnemod\n"
+        "print(mnemod.open is mnemod.open_store, mnemod.Store.__name__, mnemod.Entry.__name__)\n"
+        "try:\n    mnemod.nothing\nexcept AttributeError as exc:\n    print(exc)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert out == ["[]", "True Store Entry", "module 'mnemod' has no attribute 'nothing'"]

@@ -9,14 +9,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from mnemod.api import resolve_l1_dir
 from mnemod.clock import Clock, clock_from_env, format_time
 from mnemod.config import Config, load_config
-from mnemod.domain.model import Entry
-from mnemod.runtime.engine import Engine
 from mnemod.runtime.paths import NamespacePaths, check_namespace, default_data_dir
+
+if TYPE_CHECKING:  # loaded by the commands that open the files (see mnemod/__init__.py)
+    from mnemod.domain.model import Entry
+    from mnemod.runtime.engine import Engine
 
 
 @dataclass
@@ -51,11 +52,15 @@ class Context:
 
     @property
     def l1_dir(self) -> Path:
+        from mnemod.api import resolve_l1_dir
+
         return resolve_l1_dir(self.config, self.data_dir)
 
     @contextmanager
     def engine(self, write: bool) -> Iterator[Engine]:
         """The namespace's engine: locked for writing, or a read-only view."""
+        from mnemod.runtime.engine import Engine
+
         engine = Engine(
             self.paths,
             self.config,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mnemod.cli.context import Context
 from mnemod.cli.remote import mutate
@@ -12,7 +12,9 @@ from mnemod.clock import parse_time
 from mnemod.domain.validation import NewEntry, check_new_entry
 from mnemod.errors import InvalidInputError, NotFoundError
 from mnemod.ids import new_id
-from mnemod.runtime.engine import Engine
+
+if TYPE_CHECKING:
+    from mnemod.runtime.engine import Engine
 
 
 def register(

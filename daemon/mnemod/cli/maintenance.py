@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mnemod.cli.context import Context
 from mnemod.cli.remote import mutate
@@ -15,7 +15,9 @@ from mnemod.domain.model import Entry
 from mnemod.errors import InvalidInputError
 from mnemod.files.journal import story
 from mnemod.files.l3_store import FORMAT
-from mnemod.runtime.engine import Engine
+
+if TYPE_CHECKING:
+    from mnemod.runtime.engine import Engine
 
 
 def register(

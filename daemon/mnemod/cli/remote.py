@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 
@@ -20,7 +20,9 @@ from mnemod.config import parse_schedule
 from mnemod.errors import LockedError
 from mnemod.redisio.connection import connect
 from mnemod.redisio.embedded import socket_path_for
-from mnemod.runtime.engine import Engine
+
+if TYPE_CHECKING:
+    from mnemod.runtime.engine import Engine
 
 FRESH = timedelta(seconds=30)  # a heartbeat older than this means no daemon is running
 EVENT_WAIT_SECONDS = 10.0

@@ -17,7 +17,6 @@ from typing import Any
 import structlog
 
 from mnemod.cli.context import Context
-from mnemod.runtime.daemon import Daemon, DaemonOptions
 
 log = structlog.get_logger("mnemod.cli")
 
@@ -29,6 +28,8 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def cmd_run(ctx: Context) -> int:
+    from mnemod.runtime.daemon import Daemon, DaemonOptions  # the one command that needs it
+
     daemon = Daemon(
         ctx.config,
         DaemonOptions(ctx.data_dir, ctx.namespace, ctx.l1_dir, ctx.args.config),

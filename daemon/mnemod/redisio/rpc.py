@@ -9,11 +9,13 @@ dead-letter stream. Nothing is dropped silently.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mnemod.domain.resolve import ResolveResult
 from mnemod.errors import InvalidInputError
 from mnemod.redisio.keys import Keys
+
+if TYPE_CHECKING:  # the client checks requests without loading the ranking
+    from mnemod.domain.resolve import ResolveResult
 
 REPLY_TTL_SECONDS = 60
 MAX_PROMPT_CHARS = 100_000
