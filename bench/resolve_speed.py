@@ -26,7 +26,9 @@ of the reply list. `overhead_ms` = rpc p50 − in-process `as_used` p50. `floor_
 raw exchange with the smallest possible server in place of the daemon: a redis-py loop
 around `engine.resolve` on a copy of the store. What separates it from in process is the
 machine (two more wake-ups of two processes, and a resolve that runs on cold caches after
-each wait); what separates `raw` from it is the daemon's own share.
+each wait); what separates `raw` from it is the daemon's own share. `echo_ms` is the same
+exchange with that server replying a stored copy of each answer (no resolve at all): what
+a request and its reply cost on this machine, before any work is done.
 
     python bench/resolve_speed.py [--data PATH] [--sizes 1000,10000,100000] [--no-rpc]
         [--queries 100] [--profile] [--out bench/results/resolve_speed.json]
@@ -261,24 +263,35 @@ def raw_asker(url: str, stream: str) -> Callable[[str], Any]:
     return ask
 
 
-def floor_server(url: str, folder: Path, stream: str) -> None:
+FLOOR, ECHO = "bench:floor", "bench:echo"
+
+
+def floor_server(url: str, folder: Path) -> None:
     """The floor: the smallest server of the same answers, a redis-py loop around
     `engine.resolve` on a copy of the store (no daemon: no writer, no scheduler, no
-    bookkeeping). It reads `stream` in a consumer group and replies like the daemon, with
-    RPUSH + EXPIRE + XACK in one round trip."""
+    bookkeeping). It reads FLOOR and ECHO in a consumer group and replies like the daemon,
+    with RPUSH + EXPIRE + XACK in one round trip; on ECHO with the answer it gave the same
+    prompt before, when it has one."""
     store = mnemod.open(folder, config=CONFIG)
     client = connect(url, socket_timeout=60.0)
-    with contextlib.suppress(Exception):
-        client.xgroup_create(stream, "floor", id="0", mkstream=True)
+    for stream in (FLOOR, ECHO):
+        with contextlib.suppress(Exception):
+            client.xgroup_create(stream, "floor", id="0", mkstream=True)
+    answers: dict[str, bytes] = {}
     try:
         while True:
-            for _, messages in client.xreadgroup("floor", "floor", {stream: ">"}, block=5000) or []:
+            read = client.xreadgroup("floor", "floor", {FLOOR: ">", ECHO: ">"}, block=5000)
+            for stream, messages in read or []:
                 for request_id, fields in messages:
                     if fields.get("op") == "stop":
                         return
-                    result = store.engine.resolve(fields["prompt"], BUDGET, record_access=False)
+                    prompt = fields["prompt"]
+                    answer = answers.get(prompt) if stream == ECHO else None
+                    if answer is None:
+                        result = store.engine.resolve(prompt, BUDGET, record_access=False)
+                        answer = answers[prompt] = orjson.dumps(result_payload(result, False))
                     pipe = client.pipeline(transaction=False)
-                    pipe.rpush(fields["reply_to"], orjson.dumps(result_payload(result, False)))
+                    pipe.rpush(fields["reply_to"], answer)
                     pipe.expire(fields["reply_to"], 60)
                     pipe.xack(stream, "floor", request_id)
                     pipe.execute()
@@ -290,8 +303,8 @@ def rpc_latency(
     url: str, pid: int, folder: Path, prompts: Sequence[str], max_seconds: float
 ) -> dict[str, Any]:
     """First pass, then `rpc` (the client) and `raw` interleaved prompt by prompt, then the
-    floor: the same prompts answered by `floor_server` on a copy of `folder`. `cpu_ms` is
-    the server's CPU time per request, the daemon's (`pid`) and the floor's."""
+    floor and the echo: the same prompts answered by `floor_server` on a copy of `folder`.
+    `cpu_ms` is the server's CPU time per request, the daemon's (`pid`) and the floor's."""
     memory = Client(url)
     raw = raw_asker(url, "mnemod:{default}:rpc")
     first = warm_up(lambda p: memory.resolve(p, budget=BUDGET, timeout=60), prompts, max_seconds)
@@ -310,17 +323,18 @@ def rpc_latency(
     copy = folder.parent / f"{folder.name}-floor"
     shutil.copytree(folder, copy, ignore=shutil.ignore_patterns("redis", "*.lock", "*.log"))
     server = multiprocessing.get_context("fork").Process(
-        target=floor_server, args=(url, copy, "bench:floor"), daemon=True
+        target=floor_server, args=(url, copy), daemon=True
     )
     server.start()
     try:
-        ask = raw_asker(url, "bench:floor")
+        ask, echo = raw_asker(url, FLOOR), raw_asker(url, ECHO)
         warm_up(ask, prompts, max_seconds)  # also waits until the store is open
         cpu_before = cpu_seconds(server.pid or 0)
         floor = [timed(lambda p=prompt: ask(p)) for prompt in prompts[: len(rpc)]]
         floor_cpu = (cpu_seconds(server.pid or 0) - cpu_before) / len(floor)
+        echoed = [timed(lambda p=prompt: echo(p)) for prompt in prompts[: len(rpc)]]
     finally:
-        connect(url).xadd("bench:floor", {"op": "stop"})
+        connect(url).xadd(FLOOR, {"op": "stop"})
         server.join(timeout=60)
         shutil.rmtree(copy, ignore_errors=True)
     return {
@@ -328,6 +342,7 @@ def rpc_latency(
         "rpc_ms": percentiles(rpc),
         "raw_ms": percentiles(plain),
         "floor_ms": percentiles(floor),
+        "echo_ms": percentiles(echoed),
         "cpu_ms": {"daemon": round(daemon_cpu * 1000, 3), "floor": round(floor_cpu * 1000, 3)},
     }
 
@@ -406,6 +421,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "rpc p99",
         "raw p50",
         "floor p50",
+        "echo p50",
         "rpc-used",
         "cpu/req",
         "floor cpu",
@@ -426,6 +442,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             r.get("rpc_ms", {}).get("p99", "-"),
             r.get("raw_ms", {}).get("p50", "-"),
             r.get("floor_ms", {}).get("p50", "-"),
+            r.get("echo_ms", {}).get("p50", "-"),
             r.get("rpc_overhead_ms", "-"),
             r.get("cpu_ms", {}).get("daemon", "-"),
             r.get("cpu_ms", {}).get("floor", "-"),
