@@ -20,15 +20,20 @@ In process, three modes on the same store, interleaved prompt by prompt:
 
 Over RPC, the store is closed and `mnemod run --data-dir D` started on the same folder (its
 own embedded redis-server). `rpc`: `mnemod.client.Client.resolve`, as a Python agent asks
-(request checked, answer parsed and checked); `raw`: what
-an agent in any language does, `XADD mnemod:{default}:rpc * op resolve ...` then `BLPOP`
-of the reply list. `overhead_ms` = rpc p50 − in-process `as_used` p50. `floor_ms` is the
-raw exchange with the smallest possible server in place of the daemon: a redis-py loop
-around `engine.resolve` on a copy of the store. What separates it from in process is the
+(request checked, answer parsed and checked); `raw`: what an agent in any language does,
+`XADD mnemod:{default}:rpc * op resolve ...` then `BLPOP` of the reply list; `local`: in
+process again (as `as_used`, on a copy of the folder). The three take turns prompt by
+prompt, so they see the same moments of a noisy machine, and each waits as long as the
+others between its calls. `rpc_overhead_ms` = rpc p50 − local p50; `rpc_overhead_hot_ms` =
+rpc p50 − `as_used` p50 (the in-process loop that never waits, so never runs on caches
+another process has cooled).
+
+`floor_ms` is the raw exchange with the smallest possible server in place of the daemon: a
+redis-py loop around `engine.resolve` on the copy. What separates it from in process is the
 machine (two more wake-ups of two processes, and a resolve that runs on cold caches after
 each wait); what separates `raw` from it is the daemon's own share. `echo_ms` is the same
 exchange with that server replying a stored copy of each answer (no resolve at all): what
-a request and its reply cost on this machine, before any work is done.
+a request and its reply cost on this machine before any work is done.
 
     python bench/resolve_speed.py [--data PATH] [--sizes 1000,10000,100000] [--no-rpc]
         [--queries 100] [--profile] [--out bench/results/resolve_speed.json]
@@ -302,26 +307,44 @@ def floor_server(url: str, folder: Path) -> None:
 def rpc_latency(
     url: str, pid: int, folder: Path, prompts: Sequence[str], max_seconds: float
 ) -> dict[str, Any]:
-    """First pass, then `rpc` (the client) and `raw` interleaved prompt by prompt, then the
-    floor and the echo: the same prompts answered by `floor_server` on a copy of `folder`.
-    `cpu_ms` is the server's CPU time per request, the daemon's (`pid`) and the floor's."""
+    """First pass, then `rpc` (the client), `raw` and `local` (in process, on a copy of
+    `folder`) taking turns prompt by prompt, then the floor and the echo: the same prompts
+    answered by `floor_server` on the copy. `cpu_ms` is the server's CPU time per request,
+    the daemon's (`pid`) and the floor's."""
+    copy = folder.parent / f"{folder.name}-floor"
+    shutil.copytree(folder, copy, ignore=shutil.ignore_patterns("redis", "*.lock", "*.log"))
     memory = Client(url)
     raw = raw_asker(url, "mnemod:{default}:rpc")
     first = warm_up(lambda p: memory.resolve(p, budget=BUDGET, timeout=60), prompts, max_seconds)
     prompts = prompts[: len(first)]
     rpc: list[float] = []
     plain: list[float] = []
-    deadline = time.monotonic() + max_seconds
-    cpu_before = cpu_seconds(pid)
+    here: list[float] = []
+    store = mnemod.open(copy, config=CONFIG)
+    engine = store.engine
     for prompt in prompts:
-        rpc.append(timed(lambda p=prompt: memory.resolve(p, budget=BUDGET, timeout=60)))
-        plain.append(timed(lambda p=prompt: raw(p)))
-        if time.monotonic() > deadline:
-            break
-    daemon_cpu = (cpu_seconds(pid) - cpu_before) / (len(rpc) + len(plain))
+        engine.resolve(prompt, BUDGET, record_access=False)
+    deadline = time.monotonic() + max_seconds
+    daemon_cpu = 0.0
+    with engine.batch():  # accesses recorded, the save deferred (as `as_used`)
+        for index, prompt in enumerate(prompts):
+            # each goes first in turn: the first after a pause runs on colder caches
+            turns = [
+                (rpc, lambda p=prompt: memory.resolve(p, budget=BUDGET, timeout=60)),
+                (plain, lambda p=prompt: raw(p)),
+                (here, lambda p=prompt: engine.resolve(p, BUDGET)),
+            ]
+            shift = index % len(turns)
+            for samples, call in turns[shift:] + turns[:shift]:
+                cpu_before = cpu_seconds(pid) if samples is not here else 0.0
+                samples.append(timed(call))
+                if samples is not here:
+                    daemon_cpu += cpu_seconds(pid) - cpu_before
+            if time.monotonic() > deadline:
+                break
+    store.close()
+    daemon_cpu /= len(rpc) + len(plain)
     memory.close()
-    copy = folder.parent / f"{folder.name}-floor"
-    shutil.copytree(folder, copy, ignore=shutil.ignore_patterns("redis", "*.lock", "*.log"))
     server = multiprocessing.get_context("fork").Process(
         target=floor_server, args=(url, copy), daemon=True
     )
@@ -341,6 +364,7 @@ def rpc_latency(
         "rpc_first_ms": percentiles(first),
         "rpc_ms": percentiles(rpc),
         "raw_ms": percentiles(plain),
+        "local_ms": percentiles(here),
         "floor_ms": percentiles(floor),
         "echo_ms": percentiles(echoed),
         "cpu_ms": {"daemon": round(daemon_cpu * 1000, 3), "floor": round(floor_cpu * 1000, 3)},
@@ -380,7 +404,8 @@ def run_size(
             with daemon(folder) as (url, pid, ready):
                 row["daemon_start_s"] = round(ready, 2)
                 row.update(rpc_latency(url, pid, folder, prompts, args.max_seconds))
-            row["rpc_overhead_ms"] = round(row["rpc_ms"]["p50"] - row["as_used_ms"]["p50"], 3)
+            row["rpc_overhead_ms"] = round(row["rpc_ms"]["p50"] - row["local_ms"]["p50"], 3)
+            row["rpc_overhead_hot_ms"] = round(row["rpc_ms"]["p50"] - row["as_used_ms"]["p50"], 3)
     return row
 
 
@@ -420,8 +445,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "rpc p50",
         "rpc p99",
         "raw p50",
+        "local p50",
         "floor p50",
         "echo p50",
+        "rpc-local",
         "rpc-used",
         "cpu/req",
         "floor cpu",
@@ -441,9 +468,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             r.get("rpc_ms", {}).get("p50", "-"),
             r.get("rpc_ms", {}).get("p99", "-"),
             r.get("raw_ms", {}).get("p50", "-"),
+            r.get("local_ms", {}).get("p50", "-"),
             r.get("floor_ms", {}).get("p50", "-"),
             r.get("echo_ms", {}).get("p50", "-"),
             r.get("rpc_overhead_ms", "-"),
+            r.get("rpc_overhead_hot_ms", "-"),
             r.get("cpu_ms", {}).get("daemon", "-"),
             r.get("cpu_ms", {}).get("floor", "-"),
         ]
