@@ -71,8 +71,8 @@ class RankingSettings:
     neighbour_window_s: float = 900.0  # only items created this close in time are neighbours
     min_relative_score: float = 0.1  # cold items scoring below this × the best are not relevant
     density_exponent: float = 0.0  # pack by score / cost**x: 1 = per token, 0 = rank order
-    pool_floor: int = 30  # BM25 hits ranked at least (the top-k, see Resolver.resolve) …
-    pool_per_token: float = 0.03  # … or this many per token of budget, whichever is more
+    pool_floor: int = 20  # BM25 hits ranked at least (the top-k, see Resolver.resolve) …
+    pool_per_token: float = 0.025  # … or this many per token of budget, whichever is more
     fold_suffixes: bool = True
     query_stopwords: bool = True
 

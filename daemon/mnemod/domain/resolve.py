@@ -16,9 +16,11 @@ every match, plus those hits' neighbours; boosts and priors apply to that pool. 
 pool runs out before the budget does (another line of the usual length would still fit),
 it is widened (×4) and the packing redone, unless nothing outside it can reach the
 relevance floor (`_beyond_floor`). With fewer matches than k the pool is every
-match and the ranking is the exact one. On LoCoMo the pool's recall equals the exact
-path's at every budget measured (93 % of the selections are identical, the rest differ in
-the tail), and k = 30 at 1000 tokens is about twice as fast as k = 100 at 10,000 entries.
+match and the ranking is the exact one. On LoCoMo the pool's recall is within 0.001 of the
+exact path's at every budget measured (200 to 2,000 tokens; 77-95 % of the selections are
+identical, the rest differ in the tail). k = 25 at 1,000 tokens resolves 10,000 entries
+about 25 % faster than k = 30 (recall at 1,000 tokens 0.847 against 0.850 through the
+public API), and more than twice as fast as k = 100.
 
 `dropped` counts the matching items left out: the hot, warm and pooled cold candidates
 (above the relevance floor) that did not fit, plus the documents outside the pool whose
