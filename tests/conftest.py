@@ -12,7 +12,7 @@ otherwise reach index.json stale without any test noticing.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -56,15 +56,23 @@ def daemons(tmp_path: Path) -> Iterator[DaemonFactory]:
 
 @pytest.fixture(autouse=True)
 def saved_as_held(monkeypatch: pytest.MonkeyPatch) -> None:
-    """After every save, index.json must hold exactly the entries the engine holds."""
-    save = Engine.save
+    """After every save, index.json must hold exactly the entries the engine held when it
+    took the snapshot (the write may run later, on another thread)."""
+    prepare = Engine.prepare_save
 
-    def checked(self: Engine, now: Any = None) -> bool:
-        wrote = save(self, now)
-        if wrote:
-            on_disk = [e.to_dict() for e in load_index(self.paths.index).entries]
-            in_memory = [e.to_dict() for e in self.entries.values()]
-            assert on_disk == in_memory, f"{self.paths.index} differs from the entries held"
-        return wrote
+    def checked(self: Engine, now: Any = None) -> Callable[[], bool] | None:
+        write = prepare(self, now)
+        if write is None:
+            return None
+        held = [e.to_dict() for e in self.entries.values()]
 
-    monkeypatch.setattr(Engine, "save", checked)
+        def write_and_check() -> bool:
+            wrote = write()
+            if wrote:
+                on_disk = [e.to_dict() for e in load_index(self.paths.index).entries]
+                assert on_disk == held, f"{self.paths.index} differs from the entries held"
+            return wrote
+
+        return write_and_check
+
+    monkeypatch.setattr(Engine, "prepare_save", checked)

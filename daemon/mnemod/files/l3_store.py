@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Sequence
+import threading
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -156,3 +157,32 @@ def save_index(
     opening = json.dumps(head, ensure_ascii=False, separators=(",", ":"))[:-1]
     payload = f'{opening},"entries":[{",".join(texts)}]}}\n'
     atomic_write_bytes(path, payload.encode("utf-8"), backup=True)
+
+
+class IndexWriter:
+    """Writes snapshots of one index.json from any thread, never an older over a newer: the
+    daemon writes a snapshot in the background while the engine goes on, and the engine may
+    meanwhile save another at once (an L2 change). A snapshot taken before one that is
+    already on disk is dropped, as the later one holds all it held."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._taken = 0  # only the engine's thread takes snapshots
+        self._written = 0
+
+    def job(self, snapshot: L3Snapshot, now: datetime, stored: Sequence[str]) -> Callable[[], bool]:
+        """The write of `snapshot` (see `save_index`), to run here or on another thread; it
+        returns False when a later snapshot was written first."""
+        self._taken += 1
+        taken = self._taken
+
+        def write() -> bool:
+            with self._lock:
+                if taken < self._written:
+                    return False
+                save_index(self.path, snapshot, now, stored)
+                self._written = taken
+                return True
+
+        return write

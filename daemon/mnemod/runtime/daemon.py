@@ -198,6 +198,7 @@ class Daemon:
             hot = HotSync(client, keys, self.clock)
             rpc = RpcServer(engine, client, keys, self.clock, self.metrics)
             writer = Writer(engine, client, keys, self.config, self.clock, hot, self.metrics, rpc)
+            stack.callback(writer.close)  # before engine.close: no snapshot still being written
             writer.snapshot_interval = _interval_seconds(self.config.schedule.snapshot, 2.0)
             status = StatusWriter(client, keys, self.owner, self.url, self.clock)
             writer.ensure_groups()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -30,7 +30,7 @@ from mnemod.domain.validation import NewEntry, check_new_entry, check_update
 from mnemod.errors import InvalidInputError, MnemodError, NotFoundError
 from mnemod.files.journal import Journal
 from mnemod.files.l1_files import L1Item, L1Problem, L1Registry
-from mnemod.files.l3_store import EntryTexts, L3Snapshot, load_index, save_index
+from mnemod.files.l3_store import EntryTexts, IndexWriter, L3Snapshot, load_index
 from mnemod.files.lock import NamespaceLock
 from mnemod.ids import new_id
 from mnemod.runtime.bulk import restore_entries, run_gc
@@ -87,6 +87,7 @@ class Engine:
             self._trim_journal(snapshot.stats)
         self.changed: dict[str, str] = {}
         self._texts = EntryTexts()  # each entry's JSON, kept between saves
+        self._index = IndexWriter(self.paths.index)
         self.recall = Recall(self.counter)
         for entry in [*self.entries.values(), *self.l2_entries.values()]:
             self.touched(entry.id, "load")
@@ -116,18 +117,32 @@ class Engine:
 
     def save(self, now: datetime | None = None) -> bool:
         """Journal first, then the index: archived copies are durable before entries leave."""
-        if not (self.dirty or self.soft_dirty or self.journal.pending):
+        write = self.prepare_save(now)
+        if write is None:
             return False
+        try:
+            write()
+        except BaseException:
+            self.dirty = True  # not on disk: the next save writes it
+            raise
+        return True
+
+    def prepare_save(self, now: datetime | None = None) -> Callable[[], bool] | None:
+        """Flush the journal and take a snapshot now; return the index write, which may run
+        on another thread while the engine goes on (the daemon's writer does). None when
+        nothing changed. If the write fails, the caller sets `dirty` again."""
+        if not (self.dirty or self.soft_dirty or self.journal.pending):
+            return None
         if self.readonly:
             raise MnemodError(f"{self.paths.root}: opened read-only; changes are not saved")
         if self.journal.pending:
             self.journal.flush()
             self.dirty = True  # the index records the journal's length (see _trim_journal)
         texts = self._texts.of(self.entries.values())
-        save_index(self.paths.index, self._snapshot(), now or self.clock.now(), texts)
+        write = self._index.job(self._snapshot(), now or self.clock.now(), texts)
         self.dirty = self.soft_dirty = False
         self.last_save = time.monotonic()
-        return True
+        return write
 
     def _snapshot(self) -> L3Snapshot:
         stats: dict[str, Any] = {

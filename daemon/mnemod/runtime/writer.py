@@ -4,12 +4,17 @@ once the snapshot that holds their effect is durable.
 
 Exactly once: the snapshot records the last applied event id; after a crash the pending
 events are read again and those at or below that id are acknowledged without being applied.
+
+A snapshot is taken on the writer's thread and written (fsync included) on another, so
+requests are answered and events applied while it reaches the disk; its events are
+acknowledged once it is durable.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
@@ -35,6 +40,7 @@ CONSUMER = "writer"  # one name for every leader, so a new leader inherits the p
 QUIET_MS = 2
 SETTLE_SLICE = 2
 UNSETTLED_MAX = 256
+SAVE_POLL_MS = 10  # while a snapshot is being written: how soon its events are acknowledged
 
 
 class RequestHandler(Protocol):
@@ -46,6 +52,16 @@ class RequestHandler(Protocol):
     def unsettled(self) -> int: ...
 
     def settle(self, limit: int | None = None) -> None: ...
+
+
+@dataclass
+class _Saving:
+    """A snapshot being written, and the events to acknowledge once it is durable."""
+
+    done: Future[bool]
+    events: list[str]
+    last_event_id: str | None
+    started: float
 
 
 @dataclass
@@ -86,6 +102,13 @@ class Writer:
         self.snapshot_interval = 2.0
         self.job_results: dict[str, dict[str, Any]] = {}
         self.groups_recreated = False
+        self._saver = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemod-snapshot")
+        self._saving: _Saving | None = None
+
+    def close(self) -> None:
+        """Wait for a snapshot being written. Its events stay pending unless a commit
+        collected it: the next leader reads them again and skips what the snapshot holds."""
+        self._saver.shutdown(wait=True)
 
     # ---- set-up ----------------------------------------------------------------------
     def ensure_groups(self) -> None:
@@ -106,13 +129,16 @@ class Writer:
         unsettled = self.rpc.unsettled if self.rpc is not None else 0
         if unsettled > UNSETTLED_MAX:
             self._settle(1)
+        wait = min(QUIET_MS, block_ms) if unsettled else block_ms
+        if self._saving is not None:
+            wait = min(SAVE_POLL_MS, wait)
         try:
             replies = self.client.xreadgroup(
                 GROUP,
                 CONSUMER,
                 streams,  # type: ignore[arg-type]
                 count=self.config.daemon.batch_size,
-                block=None if backlog else min(QUIET_MS, block_ms) if unsettled else block_ms,
+                block=None if backlog else wait,
             )
         except redis.ResponseError as exc:
             # NOGROUP: the group is gone; UNBLOCKED: the stream vanished while we waited on
@@ -237,8 +263,13 @@ class Writer:
 
     # ---- durability ----------------------------------------------------------------------
     def commit(self, force: bool = False) -> bool:
-        """Snapshot if due, then XACK everything the snapshot covers (group commit: events
-        wait at most `snapshot_interval`; accesses alone wait ACCESS_SAVE_SECONDS)."""
+        """Snapshot if due, and XACK what it covers once it is durable (group commit: events
+        wait at most `snapshot_interval`; accesses alone wait ACCESS_SAVE_SECONDS). One
+        snapshot is written at a time, in the background; a later commit collects it, and
+        `force` waits for it and writes the next at once. True when one was started."""
+        self._collect(wait=force)
+        if self._saving is not None:
+            return False
         engine = self.engine
         elapsed = time.monotonic() - self.last_commit
         hard = bool(self.unacked) or engine.dirty or engine.journal.pending
@@ -250,27 +281,49 @@ class Writer:
         self._settle()
         self.publish({}, flush_accesses=True)
         started = time.perf_counter()
-        wrote = self.engine.save()
-        if wrote:
-            seconds = time.perf_counter() - started
-            self.metrics.snapshot_written(self.keys.namespace, seconds)
-            log.info(
-                "snapshot.written",
-                entries=len(self.engine.entries),
-                last_event_id=self.engine.last_event_id,
-                duration_ms=round(seconds * 1000, 1),
-            )
-            self.record_job("snapshot", {"entries": len(self.engine.entries)})
-        self._ack()
+        write = engine.prepare_save()
+        events, self.unacked = self.unacked, []
         self.last_commit = time.monotonic()
-        return wrote
+        if write is None:
+            self._ack(events)  # nothing to write (events skipped or dead-lettered)
+            return False
+        last = engine.last_event_id
+        self._saving = _Saving(self._saver.submit(write), events, last, started)
+        if force:
+            self._collect(wait=True)
+        return True
 
-    def _ack(self) -> None:
+    def _collect(self, wait: bool) -> None:
+        """Acknowledge the events of the snapshot being written once it is durable. If the
+        write failed they wait for the next snapshot, and the error goes up as it did when
+        snapshots were written on this thread."""
+        saving = self._saving
+        if saving is None or not (wait or saving.done.done()):
+            return
+        self._saving = None
+        try:
+            saving.done.result()
+        except BaseException:
+            self.engine.dirty = True
+            self.unacked = saving.events + self.unacked
+            raise
+        seconds = time.perf_counter() - saving.started
+        self.metrics.snapshot_written(self.keys.namespace, seconds)
+        log.info(
+            "snapshot.written",
+            entries=len(self.engine.entries),
+            last_event_id=saving.last_event_id,
+            events=len(saving.events),
+            duration_ms=round(seconds * 1000, 1),
+        )
+        self.record_job("snapshot", {"entries": len(self.engine.entries)})
+        self._ack(saving.events)
+
+    def _ack(self, events: list[str]) -> None:
         pipe = self.client.pipeline(transaction=False)
-        for start in range(0, len(self.unacked), 1000):
-            pipe.xack(self.keys.events, GROUP, *self.unacked[start : start + 1000])
+        for start in range(0, len(events), 1000):
+            pipe.xack(self.keys.events, GROUP, *events[start : start + 1000])
         pipe.execute()
-        self.unacked = []
 
     # ---- commands from the scheduler and the watcher -------------------------------------
     def run_command(self, command: Command) -> None:

@@ -1,0 +1,132 @@
+"""The writer's snapshots: taken on its thread, written on another, and the events they
+cover acknowledged only once they are durable. An in-process writer on the session's
+redis-server, with the index write held or failed on purpose."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from mnemod.client import Client
+from mnemod.clock import SystemClock
+from mnemod.config import load_config
+from mnemod.files import l3_store
+from mnemod.files.l3_store import IndexWriter, L3Snapshot, load_index
+from mnemod.redisio.keys import GROUP, Keys
+from mnemod.runtime.engine import Engine
+from mnemod.runtime.hot_sync import HotSync
+from mnemod.runtime.metrics import Metrics
+from mnemod.runtime.paths import NamespacePaths
+from mnemod.runtime.rpc_server import RpcServer
+from mnemod.runtime.writer import Writer
+
+KEYS = Keys("mnemod", "default")
+
+
+@pytest.fixture
+def writer(tmp_path: Path, redis_client: redis.Redis) -> Iterator[Writer]:
+    clock = SystemClock()
+    config = load_config(None, environ={})
+    engine = Engine(NamespacePaths(tmp_path, "default"), config, clock, autosave=False)
+    metrics = Metrics()
+    rpc = RpcServer(engine, redis_client, KEYS, clock, metrics)
+    hot = HotSync(redis_client, KEYS, clock)
+    made = Writer(engine, redis_client, KEYS, config, clock, hot, metrics, rpc)
+    made.ensure_groups()
+    made.snapshot_interval = 0.0  # every commit snapshots what changed
+    try:
+        yield made
+    finally:
+        made.close()
+        engine.close()
+
+
+def take_events(writer: Writer) -> None:
+    """Step until the events sent so far are applied (the first step reads the backlog)."""
+    for _ in range(3):
+        if writer.step(100).applied:
+            return
+    raise AssertionError("the writer applied nothing")
+
+
+def pending(client: redis.Redis) -> int:
+    return int(client.xpending(KEYS.events, GROUP)["pending"])
+
+
+def on_disk(writer: Writer) -> list[str]:
+    return [e.content for e in load_index(writer.engine.paths.index).entries]
+
+
+def test_requests_are_answered_while_a_snapshot_is_written(
+    writer: Writer, redis_server: str, redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    entered, gate = threading.Event(), threading.Event()
+    real = l3_store.save_index
+
+    def held(*args: Any, **kwargs: Any) -> None:
+        entered.set()
+        assert gate.wait(10), "the test never released the write"
+        real(*args, **kwargs)
+
+    monkeypatch.setattr(l3_store, "save_index", held)
+    with Client(redis_server) as agent:
+        agent.add("User prefers Asia/Taipei", type="preference")
+    take_events(writer)
+    try:
+        assert writer.commit()
+        assert entered.wait(5)
+        assert pending(redis_client) == 1  # not acknowledged: not on disk yet
+
+        redis_client.xadd(
+            KEYS.rpc, {"op": "resolve", "prompt": "what about Taipei?", "reply_to": "t:reply"}
+        )
+        writer.step(100)
+        answer = redis_client.blpop(["t:reply"], timeout=5)
+        assert answer is not None and "Asia/Taipei" in answer[1]
+        assert not writer.commit()  # one snapshot at a time
+        assert pending(redis_client) == 1
+    finally:
+        gate.set()
+    writer.commit(force=True)  # collects the first, then writes the accesses at once
+    assert pending(redis_client) == 0
+    assert on_disk(writer) == ["User prefers Asia/Taipei"]
+
+
+def test_a_failed_snapshot_leaves_its_events_for_the_next(
+    writer: Writer, redis_server: str, redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = l3_store.save_index
+    failures = [OSError(28, "No space left on device")]
+
+    def flaky(*args: Any, **kwargs: Any) -> None:
+        if failures:
+            raise failures.pop()
+        real(*args, **kwargs)
+
+    monkeypatch.setattr(l3_store, "save_index", flaky)
+    with Client(redis_server) as agent:
+        agent.add("A fact worth keeping", type="context")
+    take_events(writer)
+    with pytest.raises(OSError, match="No space left"):
+        writer.commit(force=True)
+    assert pending(redis_client) == 1
+    assert writer.engine.dirty and writer.unacked
+    assert writer.commit(force=True)
+    assert pending(redis_client) == 0
+    assert on_disk(writer) == ["A fact worth keeping"]
+
+
+def test_an_older_snapshot_never_replaces_a_newer(tmp_path: Path) -> None:
+    index = IndexWriter(tmp_path / "index.json")
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    older = index.job(L3Snapshot([], "1-0", {}), now, [])
+    newer = index.job(L3Snapshot([], "2-0", {}), now, [])
+    assert newer() is True
+    assert older() is False  # taken first, reached the lock last: dropped
+    assert load_index(tmp_path / "index.json").last_event_id == "2-0"
