@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 import redis
 
+import mnemod
 from mnemod.client import Client
 from mnemod.clock import SystemClock
 from mnemod.config import load_config
@@ -29,15 +31,16 @@ from mnemod.runtime.writer import Writer
 KEYS = Keys("mnemod", "default")
 
 
-@pytest.fixture
-def writer(tmp_path: Path, redis_client: redis.Redis) -> Iterator[Writer]:
+@contextmanager
+def running_writer(folder: Path, client: redis.Redis) -> Iterator[Writer]:
+    """A writer as the daemon builds one (without the daemon's loop around it)."""
     clock = SystemClock()
     config = load_config(None, environ={})
-    engine = Engine(NamespacePaths(tmp_path, "default"), config, clock, autosave=False)
+    engine = Engine(NamespacePaths(folder, "default"), config, clock, autosave=False)
     metrics = Metrics()
-    rpc = RpcServer(engine, redis_client, KEYS, clock, metrics)
-    hot = HotSync(redis_client, KEYS, clock)
-    made = Writer(engine, redis_client, KEYS, config, clock, hot, metrics, rpc)
+    rpc = RpcServer(engine, client, KEYS, clock, metrics)
+    hot = HotSync(client, KEYS, clock)
+    made = Writer(engine, client, KEYS, config, clock, hot, metrics, rpc)
     made.ensure_groups()
     made.snapshot_interval = 0.0  # every commit snapshots what changed
     try:
@@ -45,6 +48,12 @@ def writer(tmp_path: Path, redis_client: redis.Redis) -> Iterator[Writer]:
     finally:
         made.close()
         engine.close()
+
+
+@pytest.fixture
+def writer(tmp_path: Path, redis_client: redis.Redis) -> Iterator[Writer]:
+    with running_writer(tmp_path, redis_client) as made:
+        yield made
 
 
 def take_events(writer: Writer) -> None:
@@ -130,3 +139,33 @@ def test_an_older_snapshot_never_replaces_a_newer(tmp_path: Path) -> None:
     assert newer() is True
     assert older() is False  # taken first, reached the lock last: dropped
     assert load_index(tmp_path / "index.json").last_event_id == "2-0"
+
+
+def test_a_quiet_writer_serializes_the_entries_it_read_at_start(
+    tmp_path: Path, redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = mnemod.open(tmp_path)
+    with store.engine.batch():
+        for number in range(300):
+            store.add(f"fact {number}: word{number} other{number}", type="context")
+    store.close()
+    with running_writer(tmp_path, redis_client) as writer:
+        engine = writer.engine
+        assert engine.texts.cold
+        for _ in range(300):  # quiet steps: a few ms of serializing each
+            writer.step(1)
+            if not engine.texts.cold:
+                break
+        assert not engine.texts.cold
+        serialized: list[str] = []
+        real = l3_store.entry_json
+
+        def counted(entry: Any) -> str:
+            serialized.append(entry.id)
+            return real(entry)
+
+        monkeypatch.setattr(l3_store, "entry_json", counted)
+        engine.dirty = True
+        assert writer.commit(force=True)
+        assert serialized == []  # the first snapshot found every text ready
+        assert len(on_disk(writer)) == 300

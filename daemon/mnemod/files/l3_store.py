@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -119,15 +120,43 @@ def entry_json(entry: Entry) -> str:
 
 class EntryTexts:
     """Each L3 entry's `entry_json`, kept between saves: the owner calls `forget` on every
-    change of an entry, and an entry replaced by another object is serialized again."""
+    change of an entry, and an entry replaced by another object is serialized again.
 
-    def __init__(self) -> None:
+    `loaded` are the entries read at start: `warm` serializes them ahead of the first save
+    in slices (all at once it takes 0.3 s at 10,000 entries and 5 s at 100,000, and the
+    daemon's first snapshot after a start would stall requests that long)."""
+
+    def __init__(self, loaded: Sequence[Entry] = ()) -> None:
         self._kept: dict[str, tuple[Entry, str]] = {}
+        self._loaded = list(loaded)
+        self._next = 0
+
+    @property
+    def cold(self) -> bool:
+        """Entries read at start are still waiting for `warm`."""
+        return self._next < len(self._loaded)
+
+    def warm(self, seconds: float) -> None:
+        """Serialize entries read at start for about `seconds`. One changed since (and
+        forgotten) is serialized as it is now; one replaced since is serialized again by
+        `of`, which checks that the kept text belongs to the same object."""
+        deadline = time.monotonic() + seconds
+        kept, loaded = self._kept, self._loaded
+        while self._next < len(loaded):
+            entry = loaded[self._next]
+            self._next += 1
+            if entry.id not in kept:
+                kept[entry.id] = (entry, entry_json(entry))
+            if time.monotonic() >= deadline:
+                break
+        if not self.cold:
+            self._loaded, self._next = [], 0
 
     def forget(self, entry_id: str) -> None:
         self._kept.pop(entry_id, None)
 
     def of(self, entries: Iterable[Entry]) -> list[str]:
+        """The texts of `entries` (all the owner holds: nothing is left to warm after)."""
         kept = self._kept
         out = []
         for entry in entries:
@@ -135,6 +164,7 @@ class EntryTexts:
             if pair is None or pair[0] is not entry:
                 pair = kept[entry.id] = (entry, entry_json(entry))
             out.append(pair[1])
+        self._loaded, self._next = [], 0
         return out
 
 

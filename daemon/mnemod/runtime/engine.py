@@ -86,7 +86,7 @@ class Engine:
         if not readonly and snapshot.recovered_from is None:
             self._trim_journal(snapshot.stats)
         self.changed: dict[str, str] = {}
-        self._texts = EntryTexts()  # each entry's JSON, kept between saves
+        self.texts = EntryTexts(list(self.entries.values()))  # entry JSON kept between saves
         self._index = IndexWriter(self.paths.index)
         self.recall = Recall(self.counter)
         for entry in [*self.entries.values(), *self.l2_entries.values()]:
@@ -138,7 +138,7 @@ class Engine:
         if self.journal.pending:
             self.journal.flush()
             self.dirty = True  # the index records the journal's length (see _trim_journal)
-        texts = self._texts.of(self.entries.values())
+        texts = self.texts.of(self.entries.values())
         write = self._index.job(self._snapshot(), now or self.clock.now(), texts)
         self.dirty = self.soft_dirty = False
         self.last_save = time.monotonic()
@@ -186,7 +186,7 @@ class Engine:
         add, an update)."""
         if op != "access" or entry_id not in self.changed:
             self.changed[entry_id] = op
-        self._texts.forget(entry_id)
+        self.texts.forget(entry_id)
         entry = self.entries.get(entry_id)
         if entry is not None:
             self.recall.put(entry, "l3")

@@ -41,6 +41,7 @@ QUIET_MS = 2
 SETTLE_SLICE = 2
 UNSETTLED_MAX = 256
 SAVE_POLL_MS = 10  # while a snapshot is being written: how soon its events are acknowledged
+WARM_SLICE_SECONDS = 0.005  # entries read at start serialized per quiet moment (EntryTexts)
 
 
 class RequestHandler(Protocol):
@@ -129,7 +130,8 @@ class Writer:
         unsettled = self.rpc.unsettled if self.rpc is not None else 0
         if unsettled > UNSETTLED_MAX:
             self._settle(1)
-        wait = min(QUIET_MS, block_ms) if unsettled else block_ms
+        warming = self.engine.texts.cold
+        wait = min(QUIET_MS, block_ms) if unsettled or warming else block_ms
         if self._saving is not None:
             wait = min(SAVE_POLL_MS, wait)
         try:
@@ -152,8 +154,11 @@ class Writer:
         result = BatchResult()
         got: dict[str, int] = {}
         batches = cast(list[tuple[str, list[tuple[str, dict[str, str]]]]], replies or [])
-        if unsettled and not any(messages for _, messages in batches):
+        quiet = not any(messages for _, messages in batches)
+        if unsettled and quiet:
             self._settle(SETTLE_SLICE)
+        elif warming and quiet:
+            self.engine.texts.warm(WARM_SLICE_SECONDS)
         for stream, messages in batches:
             got[stream] = len(messages)
             if messages and streams[stream] != ">":
