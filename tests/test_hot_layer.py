@@ -132,6 +132,36 @@ def test_sync_removes_extras_and_repairs_indexes(hot: HotLayer, redis_client: re
                                                      "mnemod:{ns}:kw:timezone"]
 
 
+def test_touch_writes_what_an_access_changes_and_nothing_else(
+    hot: HotLayer, redis_client: redis.Redis
+) -> None:
+    hot.put(item())
+    hot.put(item("B2", keywords=("tea",)))
+    before = snapshot(redis_client)
+    accessed = item(
+        access_count=3,
+        last_accessed_at="2026-02-01T00:00:00.000Z",
+        expires_at="2026-03-01T00:00:00.000Z",
+        score=9.5,
+        content="an access never rewrites the content",
+    )
+    assert hot.touch([accessed, item("GONE")]) == 1  # 4 touches in batches of 3 below
+    assert hot.touch([accessed] * 4) == 4
+    stored = hot.get("A1")
+    assert stored is not None
+    assert stored == item(
+        access_count=3,
+        last_accessed_at="2026-02-01T00:00:00.000Z",
+        expires_at="2026-03-01T00:00:00.000Z",
+        score=9.5,
+    )
+    after = snapshot(redis_client)
+    assert after[KEYS.layer("l3")] == [("B2", 1.5), ("A1", 9.5)]
+    changed = {name for name in before.keys() | after.keys() if before.get(name) != after.get(name)}
+    assert changed == {KEYS.item("A1"), KEYS.layer("l3")}  # keyword sets, labels untouched
+    assert not redis_client.exists(KEYS.item("GONE"))  # never brought back half-written
+
+
 def test_put_many_batches_and_dedupes(hot: HotLayer) -> None:
     items = [item(f"I{n}") for n in range(7)] + [item("I0", content="newer")]
     assert hot.put_many(items) == 7

@@ -76,14 +76,17 @@ class HotSync:
             return
         now = self.clock.now()
         puts: list[HotItem] = []
+        touches: list[HotItem] = []  # accesses of stored items: a few fields and the score
         removals: list[str] = []
-        for entry_id in changes:
+        for entry_id, op in changes.items():
             entry = engine.entries.get(entry_id)
             if entry is not None:
                 score = retention_score(engine.config.ttl, entry, now)
+                stored = entry_id in self.scores
                 evicted = self._admit(entry_id, score, engine.config.hot.max_entries)
                 if evicted is not False:
-                    puts.append(HotItem.from_entry(entry, "l3", score))
+                    item = HotItem.from_entry(entry, "l3", score)
+                    (touches if op == "access" and stored else puts).append(item)
                     if isinstance(evicted, str):
                         removals.append(evicted)
                 continue
@@ -94,6 +97,7 @@ class HotSync:
             else:
                 removals.append(entry_id)
         self.layer.apply(puts, removals)
+        self.layer.touch(touches)
 
     def _admit(self, entry_id: str, score: float, limit: int) -> str | bool:
         """Admit an L3 entry to the hot set. Returns False if it stays out, True if admitted
