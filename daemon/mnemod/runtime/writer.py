@@ -36,7 +36,10 @@ CONSUMER = "writer"  # one name for every leader, so a new leader inherits the p
 # Answered requests leave bookkeeping (the accesses of what they selected). It is done in
 # quiet moments: after QUIET_MS without a request, SETTLE_SLICE answers' worth, then the
 # streams are looked at again, so a request never waits behind more than one slice. Under
-# a load that never pauses, one answer's worth per batch once UNSETTLED_MAX are waiting.
+# a load that never pauses, one answer's worth per batch once UNSETTLED_MAX are waiting,
+# and the rest at the next commit. Redis ends a BLOCK only at its timer's pace (every
+# 100 ms at the default `hz 10`), so the short waits below last up to that long: "quiet"
+# means no request for 2-100 ms, and a written snapshot is acknowledged within 100 ms.
 QUIET_MS = 2
 SETTLE_SLICE = 2
 UNSETTLED_MAX = 256
