@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
@@ -62,10 +63,10 @@ class RequestHandler(Protocol):
 class _Saving:
     """A snapshot being written, and the events to acknowledge once it is durable."""
 
-    done: Future[bool]
+    done: Future[float]  # the seconds the write took
     events: list[str]
     last_event_id: str | None
-    started: float
+    prepared: float  # the seconds taking the snapshot took
 
 
 @dataclass
@@ -296,7 +297,8 @@ class Writer:
             self._ack(events)  # nothing to write (events skipped or dead-lettered)
             return False
         last = engine.last_event_id
-        self._saving = _Saving(self._saver.submit(write), events, last, started)
+        prepared = time.perf_counter() - started
+        self._saving = _Saving(self._saver.submit(_timed, write), events, last, prepared)
         if force:
             self._collect(wait=True)
         return True
@@ -310,12 +312,12 @@ class Writer:
             return
         self._saving = None
         try:
-            saving.done.result()
+            written = saving.done.result()
         except BaseException:
             self.engine.dirty = True
             self.unacked = saving.events + self.unacked
             raise
-        seconds = time.perf_counter() - saving.started
+        seconds = saving.prepared + written  # not the wait until it was collected
         self.metrics.snapshot_written(self.keys.namespace, seconds)
         log.info(
             "snapshot.written",
@@ -396,3 +398,9 @@ class Writer:
 
 def dumps(data: Any) -> str:
     return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+
+def _timed(write: Callable[[], bool]) -> float:
+    started = time.perf_counter()
+    write()
+    return time.perf_counter() - started
