@@ -83,10 +83,16 @@ class HotItem:
             "importance": str(self.importance),
             "tokens": str(self.tokens),
             "created_at": self.created_at or "",
+            "keywords": json.dumps(list(self.keywords), ensure_ascii=False),
+            **self.access_fields(),
+        }
+
+    def access_fields(self) -> dict[str, str]:
+        """The hash fields an access changes (see `HotLayer.touch`)."""
+        return {
             "last_accessed_at": self.last_accessed_at or "",
             "access_count": str(self.access_count),
             "expires_at": self.expires_at or "",
-            "keywords": json.dumps(list(self.keywords), ensure_ascii=False),
             "score": repr(float(self.score)),
         }
 
@@ -118,11 +124,11 @@ class SyncResult:
 
 # An access changes these fields and the score, nothing an index holds; an item that is gone
 # (evicted, or Redis lost it) is not brought back half-written.
+# ARGV: the id, its score, then field/value pairs (HotItem.access_fields).
 _TOUCH = """
 if redis.call('exists', KEYS[1]) == 0 then return 0 end
-redis.call('hset', KEYS[1], 'last_accessed_at', ARGV[1], 'access_count', ARGV[2],
-           'expires_at', ARGV[3], 'score', ARGV[4])
-redis.call('zadd', KEYS[2], ARGV[4], ARGV[5])
+redis.call('hset', KEYS[1], unpack(ARGV, 3))
+redis.call('zadd', KEYS[2], ARGV[2], ARGV[1])
 return 1
 """
 
@@ -170,16 +176,11 @@ class HotLayer:
         for start in range(0, len(items), self.batch_size):
             pipe = self.client.pipeline(transaction=True)
             for item in items[start : start + self.batch_size]:
-                fields = item.to_hash()
+                fields = item.access_fields()
+                pairs = [part for pair in fields.items() for part in pair]
                 self._touch(
                     keys=[self.keys.item(item.id), self.keys.layer(item.layer)],
-                    args=[
-                        fields["last_accessed_at"],
-                        fields["access_count"],
-                        fields["expires_at"],
-                        fields["score"],
-                        item.id,
-                    ],
+                    args=[item.id, fields["score"], *pairs],
                     client=pipe,
                 )
             updated += sum(int(n) for n in pipe.execute())
