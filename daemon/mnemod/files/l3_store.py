@@ -126,7 +126,7 @@ class EntryTexts:
     in slices (all at once it takes 0.3 s at 10,000 entries and 5 s at 100,000, and the
     daemon's first snapshot after a start would stall requests that long)."""
 
-    def __init__(self, loaded: Sequence[Entry] = ()) -> None:
+    def __init__(self, loaded: Iterable[Entry] = ()) -> None:
         self._kept: dict[str, tuple[Entry, str]] = {}
         self._loaded = list(loaded)
         self._next = 0

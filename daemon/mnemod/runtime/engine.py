@@ -86,7 +86,7 @@ class Engine:
         if not readonly and snapshot.recovered_from is None:
             self._trim_journal(snapshot.stats)
         self.changed: dict[str, str] = {}
-        self.texts = EntryTexts(list(self.entries.values()))  # entry JSON kept between saves
+        self.texts = EntryTexts(self.entries.values())  # entry JSON kept between saves
         self._index = IndexWriter(self.paths.index)
         self.recall = Recall(self.counter)
         for entry in [*self.entries.values(), *self.l2_entries.values()]:
