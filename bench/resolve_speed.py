@@ -133,15 +133,16 @@ def memories(turns: Sequence[str], rng: random.Random) -> Iterator[str]:
 
 
 # ---- measuring ------------------------------------------------------------------------------
+def percentile(ordered: Sequence[float], share: float) -> float:
+    """The `share` quantile of sorted seconds, in ms."""
+    return round(ordered[min(len(ordered) - 1, int(share * len(ordered)))] * 1000, 3)
+
+
 def percentiles(samples: Sequence[float]) -> dict[str, float]:
     ordered = sorted(samples)
     if not ordered:
         return {"p50": float("nan"), "p99": float("nan"), "n": 0}
-
-    def at(share: float) -> float:
-        return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
-
-    return {"p50": round(at(0.5) * 1000, 3), "p99": round(at(0.99) * 1000, 3), "n": len(ordered)}
+    return {"p50": percentile(ordered, 0.5), "p99": percentile(ordered, 0.99), "n": len(ordered)}
 
 
 def warm_up(call: Callable[[str], Any], prompts: Sequence[str], seconds: float) -> list[float]:
@@ -167,12 +168,27 @@ def timed(call: Callable[[], Any]) -> float:
     return time.perf_counter() - started
 
 
-def build(store: Any, size: int, source: Iterator[str]) -> float:
-    started = time.perf_counter()
-    with store.engine.batch():
-        for index in range(size):
-            store.add(next(source), created_at=START + STEP * index)
-    return time.perf_counter() - started
+def corpus(data: Path) -> tuple[list[str], list[str], str]:
+    """Turns, questions and a label: the LoCoMo file when it is there, else synthetic."""
+    if data.exists():
+        turns, questions = load_locomo(data)
+        return turns, questions, f"LoCoMo turns varied ({data.name})"
+    turns, questions = synthetic(random.Random(7))
+    return turns, questions, "synthetic Zipf sentences"
+
+
+def build(folder: Path, size: int, source: Iterator[str]) -> float:
+    """Seconds to add `size` memories to `folder` through `Store.add`, loaded like an import
+    (only identical keyword sets merge), so the build time does not hide what is measured."""
+    store = mnemod.open(folder, config={**CONFIG, "dedup": {"threshold": 1.0}})
+    try:
+        started = time.perf_counter()
+        with store.engine.batch():
+            for index in range(size):
+                store.add(next(source), created_at=START + STEP * index)
+        return time.perf_counter() - started
+    finally:
+        store.close()
 
 
 def sample_adds(store: Any, size: int, source: Iterator[str], count: int) -> list[float]:
@@ -391,14 +407,8 @@ def run_size(
     row: dict[str, Any] = {"entries": size}
     with tempfile.TemporaryDirectory(prefix="mnemod-speed-") as name:
         folder = Path(name)
-        # The corpus is loaded like an import (only identical keyword sets merge), so the
-        # build time does not hide what is measured; adds with the normal dedup check are
-        # timed afterwards on the full store.
-        loader = mnemod.open(folder, config={**CONFIG, "dedup": {"threshold": 1.0}})
-        try:
-            row["build_s"] = round(build(loader, size, source), 2)
-        finally:
-            loader.close()
+        # adds with the normal dedup check are timed afterwards on the full store
+        row["build_s"] = round(build(folder, size, source), 2)
         store = mnemod.open(folder, config=CONFIG)
         try:
             adds = sample_adds(store, size, source, args.adds)
@@ -439,18 +449,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.sizes = [int(s) for s in args.sizes.split(",")]
     PAUSE[0] = args.pause_ms / 1000
-    data = Path(args.data)
-    if data.exists():
-        turns, questions = load_locomo(data)
-        corpus = f"LoCoMo turns varied ({data.name})"
-    else:
-        turns, questions = synthetic(random.Random(7))
-        corpus = "synthetic Zipf sentences"
+    turns, questions, label = corpus(Path(args.data))
     prompts = random.Random(1).sample(questions, min(args.queries, len(questions)))
     rows = [run_size(size, turns, prompts, args) for size in args.sizes]
 
     pause = f", {args.pause_ms:g} ms idle before each call" if args.pause_ms else ""
-    print(f"resolve latency, budget {BUDGET}, {len(prompts)} prompts{pause}, corpus: {corpus}")
+    print(f"resolve latency, budget {BUDGET}, {len(prompts)} prompts{pause}, corpus: {label}")
     head = (
         "entries",
         "build s",
@@ -503,7 +507,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     payload = {
         "budget": BUDGET,
-        "corpus": corpus,
+        "corpus": label,
         "prompts": len(prompts),
         "pause_ms": args.pause_ms,
         "sizes": rows,

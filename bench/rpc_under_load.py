@@ -26,29 +26,17 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "daemon"))
 
-import mnemod
 import resolve_speed as speed
 from mnemod.client import Client
 
 
-def percentile(ordered: Sequence[float], share: float) -> float:
-    return round(ordered[min(len(ordered) - 1, int(share * len(ordered)))] * 1000, 2)
-
-
 def measure(args: argparse.Namespace) -> dict[str, Any]:
-    data = Path(args.data)
-    turns, questions = (
-        speed.load_locomo(data) if data.exists() else speed.synthetic(random.Random(7))
-    )
+    turns, questions, _ = speed.corpus(Path(args.data))
     prompts = random.Random(1).sample(questions, min(60, len(questions)))
     source = speed.memories(turns, random.Random(args.entries))
     with tempfile.TemporaryDirectory(prefix="mnemod-load-") as name:
         folder = Path(name)
-        loader = mnemod.open(folder, config={**speed.CONFIG, "dedup": {"threshold": 1.0}})
-        try:
-            speed.build(loader, args.entries, source)
-        finally:
-            loader.close()
+        speed.build(folder, args.entries, source)
         with speed.daemon(folder) as (url, _pid, _ready):
             asker, adder = Client(url), Client(url)
             stop = threading.Event()
@@ -89,9 +77,9 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         "added": added,
         "snapshots": len(snapshots),
         "rpc_ms": {
-            "p50": percentile(ordered, 0.5),
-            "p90": percentile(ordered, 0.9),
-            "p99": percentile(ordered, 0.99),
+            "p50": speed.percentile(ordered, 0.5),
+            "p90": speed.percentile(ordered, 0.9),
+            "p99": speed.percentile(ordered, 0.99),
             "max": round(ordered[-1] * 1000, 1),
         },
         "over_100ms": sum(1 for s in ordered if s > 0.1),
