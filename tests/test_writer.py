@@ -169,3 +169,14 @@ def test_a_quiet_writer_serializes_the_entries_it_read_at_start(
         assert writer.commit(force=True)
         assert serialized == []  # the first snapshot found every text ready
         assert len(on_disk(writer)) == 300
+
+
+def test_an_index_written_in_pieces_reads_back_whole(tmp_path: Path) -> None:
+    store = mnemod.open(tmp_path)
+    with store.engine.batch():
+        for number in range(600):  # more than two pieces
+            store.add(f"fact {number}: ünïcode word{number}", type="context")
+    written = [e.to_dict() for e in store.engine.entries.values()]
+    store.close()
+    entries = load_index(NamespacePaths(tmp_path, "default").index).entries
+    assert [e.to_dict() for e in entries] == written

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 
 _counter = 0
@@ -30,11 +31,17 @@ def fsync_dir(folder: Path) -> None:
 def atomic_write_bytes(path: Path, data: bytes, backup: bool = False) -> None:
     """Replace `path` with `data` durably. With `backup`, the previous file becomes `<name>.bak`
     (hard link, so there is never a moment without a good `path`)."""
+    atomic_write_chunks(path, [data], backup)
+
+
+def atomic_write_chunks(path: Path, chunks: Iterable[bytes], backup: bool = False) -> None:
+    """`atomic_write_bytes` of the concatenated `chunks`, made as they are written."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temp = _temp_name(path)
     try:
         with temp.open("wb") as handle:
-            handle.write(data)
+            for chunk in chunks:
+                handle.write(chunk)
             handle.flush()
             os.fsync(handle.fileno())
         if backup and path.exists():
