@@ -9,6 +9,7 @@ reverse order whatever fails. Signal handlers live in the CLI and only call `req
 from __future__ import annotations
 
 import enum
+import gc
 import os
 import threading
 import time
@@ -203,6 +204,7 @@ class Daemon:
             status = StatusWriter(client, keys, self.owner, self.url, self.clock)
             writer.ensure_groups()
             hot.rebuild(engine)
+            freeze_heap()
             scheduler = Scheduler(self.config.schedule, self.commands.post)
             scheduler.start()
             stack.callback(scheduler.shutdown)
@@ -269,6 +271,8 @@ class Daemon:
                         self._heartbeat(parts)
                         continue
                     writer.run_command(command)
+                    if command.kind == "gc":
+                        freeze_heap()  # what GC left is long-lived again
                 writer.step(block_ms)
                 if writer.groups_recreated:
                     writer.groups_recreated = False
@@ -334,3 +338,13 @@ def _interval_seconds(spec: str, default: float) -> float:
 
     kind, value = parse_schedule(spec)
     return value.total_seconds() if kind == "interval" else default
+
+
+def freeze_heap() -> None:
+    """Collect, then hide every object alive now from Python's cyclic collector: the
+    entries and their index are long-lived, and a full collection scanning them took
+    60-110 ms at 10,000 entries, stalling a request every few seconds under load. A frozen
+    object that dies later is still freed by reference counting; collecting first keeps
+    dead cycles from being frozen forever."""
+    gc.collect()
+    gc.freeze()
