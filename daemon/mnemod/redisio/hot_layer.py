@@ -8,6 +8,7 @@ version first (under WATCH) and drops the keywords and key label it no longer ha
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -123,13 +124,23 @@ class SyncResult:
 
 
 # An access changes these fields and the score, nothing an index holds; an item that is gone
-# (evicted, or Redis lost it) is not brought back half-written.
-# ARGV: the id, its score, then field/value pairs (HotItem.access_fields).
+# (evicted, or Redis lost it) is not brought back half-written. Many items per call: one
+# command each cost redis-py more than the work itself.
+# KEYS: per item, its hash and its layer's sorted set. ARGV: how many field/value pairs an
+# item has, then per item its id, its score and those pairs (HotItem.access_fields).
 _TOUCH = """
-if redis.call('exists', KEYS[1]) == 0 then return 0 end
-redis.call('hset', KEYS[1], unpack(ARGV, 3))
-redis.call('zadd', KEYS[2], ARGV[2], ARGV[1])
-return 1
+local pairs_of_one = 2 * tonumber(ARGV[1])
+local touched = 0
+local at = 2
+for i = 1, #KEYS, 2 do
+  if redis.call('exists', KEYS[i]) == 1 then
+    redis.call('hset', KEYS[i], unpack(ARGV, at + 2, at + 1 + pairs_of_one))
+    redis.call('zadd', KEYS[i + 1], ARGV[at + 1], ARGV[at])
+    touched = touched + 1
+  end
+  at = at + 2 + pairs_of_one
+end
+return touched
 """
 
 
@@ -171,19 +182,17 @@ class HotLayer:
 
     def touch(self, items: Sequence[HotItem]) -> int:
         """Accesses of stored items: only what an access changes (2 commands an item, not
-        the ~20 of a put with its keyword sets); returns how many were still stored."""
+        the ~20 of a put with its keyword sets), `batch_size` items a script call; returns
+        how many were still stored."""
         updated = 0
         for start in range(0, len(items), self.batch_size):
-            pipe = self.client.pipeline(transaction=True)
+            keys: list[str] = []
+            args: list[str | float | int] = []
             for item in items[start : start + self.batch_size]:
                 fields = item.access_fields()
-                pairs = [part for pair in fields.items() for part in pair]
-                self._touch(
-                    keys=[self.keys.item(item.id), self.keys.layer(item.layer)],
-                    args=[item.id, fields["score"], *pairs],
-                    client=pipe,
-                )
-            updated += sum(int(n) for n in pipe.execute())
+                keys += [self.keys.item(item.id), self.keys.layer(item.layer)]
+                args += [item.id, fields["score"], *itertools.chain(*fields.items())]
+            updated += int(self._touch(keys=keys, args=[len(fields), *args]))
         return updated
 
     def sync(self, items: Iterable[HotItem]) -> SyncResult:
