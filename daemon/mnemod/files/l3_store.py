@@ -11,7 +11,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, KeysView, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -122,24 +122,37 @@ class EntryTexts:
     """Each L3 entry's `entry_json`, kept between saves: the owner calls `forget` on every
     change of an entry, and an entry replaced by another object is serialized again.
 
-    `loaded` are the entries read at start: `warm` serializes them ahead of the first save
-    in slices (all at once it takes 0.3 s at 10,000 entries and 5 s at 100,000, and the
-    daemon's first snapshot after a start would stall requests that long)."""
+    What is not serialized yet (the entries read at start, and those changed since) can be
+    serialized ahead of the save in slices (`warm`): all at once, the entries read at start
+    take 0.3 s at 10,000 entries and 5 s at 100,000, and a busy agent's resolves change
+    about a thousand entries every two seconds; a daemon that left them to the snapshot
+    would stall requests that long.
+
+    A soft change (the access counts a resolve's selection moves) keeps the old text until
+    `seal`: an entry selected many times is serialized once per seal, not once per resolve."""
 
     def __init__(self, loaded: Iterable[Entry] = ()) -> None:
         self._kept: dict[str, tuple[Entry, str]] = {}
         self._loaded = list(loaded)
         self._next = 0
+        self._changed: dict[str, None] = {}  # forgotten since
+        self._soft: dict[str, None] = {}  # kept text is older than the entry; until `seal`
 
     @property
     def cold(self) -> bool:
-        """Entries read at start are still waiting for `warm`."""
-        return self._next < len(self._loaded)
+        """Entries wait for `warm`."""
+        return self._next < len(self._loaded) or bool(self._changed)
 
-    def warm(self, seconds: float) -> None:
-        """Serialize entries read at start for about `seconds`. One changed since (and
-        forgotten) is serialized as it is now; one replaced since is serialized again by
-        `of`, which checks that the kept text belongs to the same object."""
+    @property
+    def unsealed(self) -> KeysView[str]:
+        """The entries whose soft changes wait for `seal`."""
+        return self._soft.keys()
+
+    def warm(self, seconds: float, current: Mapping[str, Entry]) -> None:
+        """Serialize waiting entries for about `seconds`: those read at start, then those
+        changed since, as `current` holds them now (gone ones are skipped). One changed
+        again later is forgotten again; one replaced by another object is serialized again
+        by `of`, which checks that the kept text belongs to the same object."""
         deadline = time.monotonic() + seconds
         kept, loaded = self._kept, self._loaded
         while self._next < len(loaded):
@@ -148,15 +161,35 @@ class EntryTexts:
             if entry.id not in kept:
                 kept[entry.id] = (entry, entry_json(entry))
             if time.monotonic() >= deadline:
-                break
-        if not self.cold:
-            self._loaded, self._next = [], 0
+                return
+        self._loaded, self._next = [], 0
+        changed = self._changed
+        while changed:
+            entry_id, _ = changed.popitem()  # the newest: O(1), where the oldest is not
+            found = current.get(entry_id)
+            if found is not None and entry_id not in kept:
+                kept[entry_id] = (found, entry_json(found))
+            if time.monotonic() >= deadline:
+                return
 
-    def forget(self, entry_id: str) -> None:
+    def forget(self, entry_id: str, soft: bool = False) -> None:
+        if soft and entry_id in self._kept:
+            self._soft[entry_id] = None
+            return
         self._kept.pop(entry_id, None)
+        self._soft.pop(entry_id, None)
+        self._changed[entry_id] = None
+
+    def seal(self) -> None:
+        """Soft changes so far are to be serialized (by `warm`, or else by `of`)."""
+        for entry_id in self._soft:
+            self._kept.pop(entry_id, None)
+            self._changed[entry_id] = None
+        self._soft.clear()
 
     def of(self, entries: Iterable[Entry]) -> list[str]:
-        """The texts of `entries` (all the owner holds: nothing is left to warm after)."""
+        """The texts of `entries` (all the owner holds), with soft changes since the last
+        `seal` left out."""
         kept = self._kept
         out = []
         for entry in entries:
@@ -165,6 +198,7 @@ class EntryTexts:
                 pair = kept[entry.id] = (entry, entry_json(entry))
             out.append(pair[1])
         self._loaded, self._next = [], 0
+        self._changed.clear()
         return out
 
 

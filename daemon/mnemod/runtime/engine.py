@@ -127,10 +127,16 @@ class Engine:
             raise
         return True
 
-    def prepare_save(self, now: datetime | None = None) -> Callable[[], bool] | None:
+    def prepare_save(
+        self, now: datetime | None = None, seal: bool = True
+    ) -> Callable[[], bool] | None:
         """Flush the journal and take a snapshot now; return the index write, which may run
         on another thread while the engine goes on (the daemon's writer does). None when
-        nothing changed. If the write fails, the caller sets `dirty` again."""
+        nothing changed. If the write fails, the caller sets `dirty` again.
+
+        `seal=False` leaves out what resolve selections changed since the last
+        `texts.seal()` (access counts: soft state); the daemon seals on its own schedule
+        and serializes those entries while idle, so a busy agent's snapshots don't."""
         if not (self.dirty or self.soft_dirty or self.journal.pending):
             return None
         if self.readonly:
@@ -138,9 +144,12 @@ class Engine:
         if self.journal.pending:
             self.journal.flush()
             self.dirty = True  # the index records the journal's length (see _trim_journal)
+        if seal:
+            self.texts.seal()
         texts = self.texts.of(self.entries.values())
         write = self._index.job(self._snapshot(), now or self.clock.now(), texts)
-        self.dirty = self.soft_dirty = False
+        self.dirty = False
+        self.soft_dirty = bool(self.texts.unsealed)  # left out: saved with a later snapshot
         self.last_save = time.monotonic()
         return write
 
@@ -180,13 +189,14 @@ class Engine:
         self.last_event_id = event_id
         self.dirty = True
 
-    def touched(self, entry_id: str, op: str) -> None:
+    def touched(self, entry_id: str, op: str, soft: bool = False) -> None:
         """Note a change for the hot layer, keep resolve's view in step and forget the
-        entry's stored JSON. An access never hides a stronger change of the same batch (an
-        add, an update)."""
+        entry's stored JSON (`soft`: only until the next seal, see `prepare_save`). An
+        access never hides a stronger change of the same batch (an add, an update)."""
         if op != "access" or entry_id not in self.changed:
             self.changed[entry_id] = op
-        self.texts.forget(entry_id)
+        if op != "load":
+            self.texts.forget(entry_id, soft)
         entry = self.entries.get(entry_id)
         if entry is not None:
             self.recall.put(entry, "l3")
@@ -302,7 +312,7 @@ class Engine:
         entry.last_accessed_at = max(entry.last_accessed_at, now)
         if entry.id in self.entries:
             entry.expires_at = retention.expires_at(self.config.ttl, entry)
-        self.touched(entry.id, "access")
+        self.touched(entry.id, "access", soft=selected)
         self.soft_dirty = True
         self._maybe_save()
         return entry

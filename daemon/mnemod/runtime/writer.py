@@ -27,6 +27,8 @@ from mnemod.config import Config
 from mnemod.errors import InvalidInputError, NotFoundError
 from mnemod.redisio.events import Event, is_applied, parse_event
 from mnemod.redisio.keys import GROUP, Keys
+from mnemod.runtime import bookkeeping
+from mnemod.runtime.bookkeeping import Bookkeeping, Settler
 from mnemod.runtime.commands import Command
 from mnemod.runtime.engine import Engine
 from mnemod.runtime.hot_sync import HotSync
@@ -34,29 +36,16 @@ from mnemod.runtime.metrics import Metrics
 
 log = structlog.get_logger("mnemod.writer")
 CONSUMER = "writer"  # one name for every leader, so a new leader inherits the pending list
-# Answered requests leave bookkeeping (the accesses of what they selected). It is done in
-# quiet moments: after QUIET_MS without a request, SETTLE_SLICE answers' worth, then the
-# streams are looked at again, so a request never waits behind more than one slice. Under
-# a load that never pauses, one answer's worth per batch once UNSETTLED_MAX are waiting,
-# and the rest at the next commit. Redis ends a BLOCK only at its timer's pace (every
-# 100 ms at the default `hz 10`), so the short waits below last up to that long: "quiet"
-# means no request for 2-100 ms, and a written snapshot is acknowledged within 100 ms.
-QUIET_MS = 2
-SETTLE_SLICE = 2
-UNSETTLED_MAX = 256
-SAVE_POLL_MS = 10  # while a snapshot is being written: how soon its events are acknowledged
-WARM_SLICE_SECONDS = 0.005  # entries read at start serialized per quiet moment (EntryTexts)
+# While a snapshot is being written: how soon its events are acknowledged. Redis ends a
+# BLOCK only at its timer's pace (every 100 ms at the default `hz 10`), so this wait lasts
+# up to that long, and a written snapshot is acknowledged within 100 ms.
+SAVE_POLL_MS = 10
 
 
-class RequestHandler(Protocol):
+class RequestHandler(Settler, Protocol):
     """Answers requests from the rpc stream (runtime.rpc_server.RpcServer)."""
 
     def handle(self, request_id: str, raw: dict[str, str]) -> None: ...
-
-    @property
-    def unsettled(self) -> int: ...
-
-    def settle(self, limit: int | None = None) -> None: ...
 
 
 @dataclass
@@ -99,7 +88,7 @@ class Writer:
         self.metrics = metrics
         self.rpc = rpc
         self.unacked: list[str] = []
-        self.pending_access: set[str] = set()
+        self.books = Bookkeeping(engine, hot, rpc, self.publish)
         self.ack_backlog = config.daemon.batch_size * 5
         # the backlog (delivered before a crash, never acknowledged) first, then new ones
         self.read_from = {keys.events: "0", keys.rpc: "0"}
@@ -128,15 +117,13 @@ class Writer:
 
     # ---- the loop body -----------------------------------------------------------------
     def step(self, block_ms: int) -> BatchResult:
-        """Read one batch of events and requests, apply it, sync the hot layer."""
+        """Read one batch of events and requests, apply it, sync the hot layer; with none
+        waiting, a slice of the bookkeeping (runtime.bookkeeping)."""
         streams = dict(self.read_from)
         backlog = any(v != ">" for v in streams.values())
-        unsettled = self.rpc.unsettled if self.rpc is not None else 0
-        if unsettled > UNSETTLED_MAX:
-            self._settle(1)
-        warming = self.engine.texts.cold
-        wait = min(QUIET_MS, block_ms) if unsettled or warming else block_ms
-        if self._saving is not None:
+        deferred = self.books.due
+        wait = None if backlog or deferred else block_ms  # None: look, don't wait
+        if self._saving is not None and wait is not None:
             wait = min(SAVE_POLL_MS, wait)
         try:
             replies = self.client.xreadgroup(
@@ -144,7 +131,7 @@ class Writer:
                 CONSUMER,
                 streams,  # type: ignore[arg-type]
                 count=self.config.daemon.batch_size,
-                block=None if backlog else wait,
+                block=wait,
             )
         except redis.ResponseError as exc:
             # NOGROUP: the group is gone; UNBLOCKED: the stream vanished while we waited on
@@ -158,11 +145,8 @@ class Writer:
         result = BatchResult()
         got: dict[str, int] = {}
         batches = cast(list[tuple[str, list[tuple[str, dict[str, str]]]]], replies or [])
-        quiet = not any(messages for _, messages in batches)
-        if unsettled and quiet:
-            self._settle(SETTLE_SLICE)
-        elif warming and quiet:
-            self.engine.texts.warm(WARM_SLICE_SECONDS)
+        if deferred and not any(messages for _, messages in batches):
+            self.books.run(bookkeeping.SLICE_SECONDS)
         for stream, messages in batches:
             got[stream] = len(messages)
             if messages and streams[stream] != ">":
@@ -181,25 +165,20 @@ class Writer:
         if result.applied or result.dead or result.skipped or result.rpc:
             self.publish(self.engine.drain_changes())
             self._log_batch(result)
+            if deferred and self.books.starved:
+                self.books.run(bookkeeping.CATCH_UP_SECONDS)
         return result
 
-    def publish(self, changes: dict[str, str], flush_accesses: bool = False) -> None:
+    def publish(self, changes: dict[str, str]) -> None:
         """Bring the hot layer in step, then tell subscribers what changed. Accesses alone
-        (every resolve records some) reach Redis with the next commit, not per request."""
-        for entry_id, op in changes.items():
-            if op == "access":
-                self.pending_access.add(entry_id)
-        changes = {i: op for i, op in changes.items() if op != "access"}
-        if flush_accesses and self.pending_access:
-            changes = {**dict.fromkeys(self.pending_access, "access"), **changes}
-            self.pending_access.clear()
+        (every resolve records some) are left to the bookkeeping."""
+        changes = self.books.note(changes)
         if not changes:
             return
         self.hot.apply_changes(self.engine, changes)
         pipe = self.client.pipeline(transaction=False)
         for entry_id, op in changes.items():
-            if op != "access":
-                pipe.publish(self.keys.changes, dumps({"op": op, "id": entry_id}))
+            pipe.publish(self.keys.changes, dumps({"op": op, "id": entry_id}))
         pipe.execute()
 
     def _apply_one(self, event_id: str, raw: dict[str, str], result: BatchResult) -> None:
@@ -251,12 +230,6 @@ class Writer:
         else:
             self.rpc.handle(request_id, raw)
 
-    def _settle(self, limit: int | None = None) -> None:
-        """The bookkeeping answered requests left (see UNSETTLED_MAX); all of it by default."""
-        if self.rpc is not None and self.rpc.unsettled:
-            self.rpc.settle(limit)
-            self.publish(self.engine.drain_changes())
-
     def _log_batch(self, result: BatchResult) -> None:
         self.metrics.event_applied(self.keys.namespace, result.applied)
         only_requests = not (result.applied or result.skipped or result.dead)
@@ -275,7 +248,15 @@ class Writer:
         """Snapshot if due, and XACK what it covers once it is durable (group commit: events
         wait at most `snapshot_interval`; accesses alone wait ACCESS_SAVE_SECONDS). One
         snapshot is written at a time, in the background; a later commit collects it, and
-        `force` waits for it and writes the next at once. True when one was started."""
+        `force` waits for it and writes the next at once. True when one was started. Then,
+        every `snapshot_interval`, the bookkeeping is sealed (after the snapshot: what a seal
+        makes stale would be serialized by the snapshot, not by the bookkeeping)."""
+        started = self._snapshot(force)
+        if time.monotonic() - self.books.sealed_at >= self.snapshot_interval:
+            self.books.seal()
+        return started
+
+    def _snapshot(self, force: bool) -> bool:
         self._collect(wait=force)
         if self._saving is not None:
             return False
@@ -287,10 +268,10 @@ class Writer:
                 return False
             if not hard and not engine.access_save_due():
                 return False
-        self._settle()
-        self.publish({}, flush_accesses=True)
+        else:
+            self.books.run(None)
         started = time.perf_counter()
-        write = engine.prepare_save()
+        write = engine.prepare_save(seal=force)
         events, self.unacked = self.unacked, []
         self.last_commit = time.monotonic()
         if write is None:
@@ -338,10 +319,10 @@ class Writer:
     # ---- commands from the scheduler and the watcher -------------------------------------
     def run_command(self, command: Command) -> None:
         engine = self.engine
-        self._settle()  # a job sees every access (GC must not expire what was just used)
         if command.kind == "snapshot":
             self.commit()
             return
+        self.books.run(None)  # a job sees every access (GC must not expire what was just used)
         if command.kind in ("gc", "expiry"):
             report = engine.gc(by="gc", expire_only=command.kind == "expiry")
             self.record_job(command.kind, report.as_dict(summary=True))

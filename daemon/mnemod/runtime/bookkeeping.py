@@ -1,0 +1,114 @@
+"""What answered requests leave for later: the accesses of what they selected, then (once a
+seal, every snapshot interval, has gathered them, each entry once however often it was
+selected) those accesses in the hot layer and the entries serialized again for the next
+snapshot. About 1 ms a request at 10k entries and 1,000 tokens, most of it in Python.
+
+The writer runs it while no request waits, a slice at a time, so a request that arrives
+meanwhile waits for one slice at most. Done at each snapshot instead, it stalled a request
+for 0.1-0.6 s every 2 s.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+from mnemod.runtime.engine import Engine
+from mnemod.runtime.hot_sync import HotSync
+
+SLICE_SECONDS = 0.002  # one slice while no request waits
+CATCH_UP_SECONDS = 0.001  # one slice after a batch, under a load that never pauses
+STARVED_SECONDS = 0.25  # ... once none was done for this long
+ACCESS_CHUNK = 32  # accesses brought into the hot layer per round trip
+
+
+class Settler(Protocol):
+    """Answered requests whose selections are not recorded yet (rpc_server.RpcServer)."""
+
+    @property
+    def unsettled(self) -> int: ...
+
+    def settle(self, limit: int | None = None) -> None: ...
+
+
+class Bookkeeping:
+    def __init__(
+        self,
+        engine: Engine,
+        hot: HotSync,
+        settler: Settler | None,
+        publish: Callable[[dict[str, str]], None],
+    ) -> None:
+        """`publish` brings other changes into the hot layer (the writer's)."""
+        self.engine = engine
+        self.hot = hot
+        self.settler = settler
+        self.publish = publish
+        self.accessed: dict[str, None] = {}  # accessed since the last seal
+        self._sealed: dict[str, None] = {}  # sealed, not in the hot layer yet
+        self.sealed_at = time.monotonic()
+        self.last_run = time.monotonic()
+
+    @property
+    def due(self) -> bool:
+        settler = self.settler
+        return bool(
+            (settler is not None and settler.unsettled) or self._sealed or self.engine.texts.cold
+        )
+
+    @property
+    def starved(self) -> bool:
+        return time.monotonic() - self.last_run > STARVED_SECONDS
+
+    def note(self, changes: dict[str, str]) -> dict[str, str]:
+        """Keep the accesses among `changes` for the hot layer; return the other changes (a
+        put writes an entry's access fields too, so those entries need no touch)."""
+        others = {entry_id: op for entry_id, op in changes.items() if op != "access"}
+        for entry_id, op in changes.items():
+            if op == "access":
+                self.accessed[entry_id] = None
+            else:
+                self.accessed.pop(entry_id, None)
+                self._sealed.pop(entry_id, None)
+        return others
+
+    def seal(self) -> None:
+        """What resolve selections changed since the last seal is to be done: the entries'
+        texts for the next snapshot, their access fields in the hot layer."""
+        self.engine.texts.seal()
+        self._sealed.update(self.accessed)
+        self.accessed = {}
+        self.sealed_at = time.monotonic()
+
+    def run(self, seconds: float | None) -> None:
+        """About `seconds` of it (all of it with None, sealed first), in order: record the
+        accesses of answered requests, bring sealed accesses into the hot layer, serialize
+        changed entries for the next snapshot."""
+        self.last_run = time.monotonic()
+        whole = seconds is None
+        deadline = math.inf if seconds is None else time.perf_counter() + seconds
+        settler = self.settler
+        while settler is not None and settler.unsettled and time.perf_counter() < deadline:
+            settler.settle(None if whole else 1)
+        self.publish(self.engine.drain_changes())
+        if whole:
+            self.seal()
+        while self._sealed and time.perf_counter() < deadline:
+            self._touch(None if whole else ACCESS_CHUNK)
+        texts = self.engine.texts
+        if texts.cold and time.perf_counter() < deadline:
+            texts.warm(deadline - time.perf_counter(), self.engine.entries)
+
+    def _touch(self, limit: int | None) -> None:
+        """Bring `limit` sealed accesses (all with None) into the hot layer. The newest
+        first: taking a dict's oldest keys one by one is quadratic (CPython skips the
+        emptied slots at its front every time)."""
+        sealed = self._sealed
+        if limit is None or limit >= len(sealed):
+            ids = list(sealed)
+            sealed.clear()
+        else:
+            ids = [sealed.popitem()[0] for _ in range(limit)]
+        self.hot.apply_changes(self.engine, dict.fromkeys(ids, "access"))
