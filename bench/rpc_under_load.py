@@ -4,8 +4,9 @@ The corpus and prompts are those of `resolve_speed.py` (LoCoMo turns varied, or 
 sentences). `mnemod run` serves the folder; one thread adds memories through the client at
 `--adds-per-second` (each add a snapshot's worth of work: one is due every 2 s while events
 come), another asks `Client.resolve` after `--pause-ms` of idle, for `--seconds`. The
-requests that wait are those that arrive while the daemon writes a snapshot or brings the
-entries resolve selected into the hot layer; the table shows how long.
+requests that wait are those that arrive while the daemon takes a snapshot, does a slice
+of the bookkeeping answers leave (runtime/bookkeeping.py), or collects garbage; the table
+shows how long.
 
     python bench/rpc_under_load.py [--entries 10000] [--adds-per-second 20] [--pause-ms 5]
         [--seconds 20] [--out bench/results/rpc_under_load.json]
