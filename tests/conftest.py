@@ -57,36 +57,22 @@ def daemons(tmp_path: Path) -> Iterator[DaemonFactory]:
 @pytest.fixture(autouse=True)
 def saved_as_held(monkeypatch: pytest.MonkeyPatch) -> None:
     """After every save, index.json must hold exactly the entries the engine held when it
-    took the snapshot (the write may run later, on another thread), except what resolve
-    selections changed since the last seal when the save leaves that out."""
+    took the snapshot (the write may run later, on another thread)."""
     prepare = Engine.prepare_save
 
-    def checked(self: Engine, now: Any = None, seal: bool = True) -> Callable[[], bool] | None:
-        write = prepare(self, now, seal)
+    def checked(self: Engine, now: Any = None) -> Callable[[], bool] | None:
+        write = prepare(self, now)
         if write is None:
             return None
-        left_out = set(self.texts.unsealed)
-        held = [
-            _without(e.to_dict(), ACCESS_FIELDS, e.id in left_out) for e in self.entries.values()
-        ]
+        held = [e.to_dict() for e in self.entries.values()]
 
         def write_and_check() -> bool:
             wrote = write()
             if wrote:
-                on_disk = [
-                    _without(e.to_dict(), ACCESS_FIELDS, e.id in left_out)
-                    for e in load_index(self.paths.index).entries
-                ]
+                on_disk = [e.to_dict() for e in load_index(self.paths.index).entries]
                 assert on_disk == held, f"{self.paths.index} differs from the entries held"
             return wrote
 
         return write_and_check
 
     monkeypatch.setattr(Engine, "prepare_save", checked)
-
-
-ACCESS_FIELDS = ("access_count", "selected_count", "last_accessed_at", "expires_at")
-
-
-def _without(fields: dict[str, Any], names: tuple[str, ...], drop: bool) -> dict[str, Any]:
-    return {k: v for k, v in fields.items() if k not in names} if drop else fields

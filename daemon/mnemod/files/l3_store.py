@@ -11,7 +11,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, KeysView, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -126,27 +126,18 @@ class EntryTexts:
     serialized ahead of the save in slices (`warm`): all at once, the entries read at start
     take 0.3 s at 10,000 entries and 5 s at 100,000, and a busy agent's resolves change
     about a thousand entries every two seconds; a daemon that left them to the snapshot
-    would stall requests that long.
-
-    A soft change (the access counts a resolve's selection moves) keeps the old text until
-    `seal`: an entry selected many times is serialized once per seal, not once per resolve."""
+    would stall requests that long."""
 
     def __init__(self, loaded: Iterable[Entry] = ()) -> None:
         self._kept: dict[str, tuple[Entry, str]] = {}
         self._loaded = list(loaded)
         self._next = 0
         self._changed: dict[str, None] = {}  # forgotten since
-        self._soft: dict[str, None] = {}  # kept text is older than the entry; until `seal`
 
     @property
     def cold(self) -> bool:
         """Entries wait for `warm`."""
         return self._next < len(self._loaded) or bool(self._changed)
-
-    @property
-    def unsealed(self) -> KeysView[str]:
-        """The entries whose soft changes wait for `seal`."""
-        return self._soft.keys()
 
     def warm(self, seconds: float, current: Mapping[str, Entry]) -> None:
         """Serialize waiting entries for about `seconds`: those read at start, then those
@@ -172,24 +163,12 @@ class EntryTexts:
             if time.monotonic() >= deadline:
                 return
 
-    def forget(self, entry_id: str, soft: bool = False) -> None:
-        if soft and entry_id in self._kept:
-            self._soft[entry_id] = None
-            return
+    def forget(self, entry_id: str) -> None:
         self._kept.pop(entry_id, None)
-        self._soft.pop(entry_id, None)
         self._changed[entry_id] = None
 
-    def seal(self) -> None:
-        """Soft changes so far are to be serialized (by `warm`, or else by `of`)."""
-        for entry_id in self._soft:
-            self._kept.pop(entry_id, None)
-            self._changed[entry_id] = None
-        self._soft.clear()
-
     def of(self, entries: Iterable[Entry]) -> list[str]:
-        """The texts of `entries` (all the owner holds), with soft changes since the last
-        `seal` left out."""
+        """The texts of `entries` (all the owner holds: nothing is left to warm after)."""
         kept = self._kept
         out = []
         for entry in entries:

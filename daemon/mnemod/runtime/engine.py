@@ -127,16 +127,10 @@ class Engine:
             raise
         return True
 
-    def prepare_save(
-        self, now: datetime | None = None, seal: bool = True
-    ) -> Callable[[], bool] | None:
+    def prepare_save(self, now: datetime | None = None) -> Callable[[], bool] | None:
         """Flush the journal and take a snapshot now; return the index write, which may run
         on another thread while the engine goes on (the daemon's writer does). None when
-        nothing changed. If the write fails, the caller sets `dirty` again.
-
-        `seal=False` leaves out what resolve selections changed since the last
-        `texts.seal()` (access counts: soft state); the daemon seals on its own schedule
-        and serializes those entries while idle, so a busy agent's snapshots don't."""
+        nothing changed. If the write fails, the caller sets `dirty` again."""
         if not (self.dirty or self.soft_dirty or self.journal.pending):
             return None
         if self.readonly:
@@ -144,12 +138,9 @@ class Engine:
         if self.journal.pending:
             self.journal.flush()
             self.dirty = True  # the index records the journal's length (see _trim_journal)
-        if seal:
-            self.texts.seal()
         texts = self.texts.of(self.entries.values())
         write = self._index.job(self._snapshot(), now or self.clock.now(), texts)
-        self.dirty = False
-        self.soft_dirty = bool(self.texts.unsealed)  # left out: saved with a later snapshot
+        self.dirty = self.soft_dirty = False
         self.last_save = time.monotonic()
         return write
 
@@ -189,14 +180,14 @@ class Engine:
         self.last_event_id = event_id
         self.dirty = True
 
-    def touched(self, entry_id: str, op: str, soft: bool = False) -> None:
+    def touched(self, entry_id: str, op: str) -> None:
         """Note a change for the hot layer, keep resolve's view in step and forget the
-        entry's stored JSON (`soft`: only until the next seal, see `prepare_save`). An
-        access never hides a stronger change of the same batch (an add, an update)."""
+        entry's stored JSON. An access never hides a stronger change of the same batch (an
+        add, an update)."""
         if op != "access" or entry_id not in self.changed:
             self.changed[entry_id] = op
-        if op != "load":
-            self.texts.forget(entry_id, soft)
+        if op != "load":  # a text of an entry just read is serialized by `texts.warm`
+            self.texts.forget(entry_id)
         entry = self.entries.get(entry_id)
         if entry is not None:
             self.recall.put(entry, "l3")
@@ -301,18 +292,23 @@ class Engine:
         return entry
 
     def access(
-        self, entry_id: str, now: datetime | None = None, selected: bool = False
+        self,
+        entry_id: str,
+        now: datetime | None = None,
+        selected: bool = False,
+        times: int = 1,
     ) -> Entry:
-        """Record a use: extends the TTL and counts toward promotion. `selected` marks a
-        resolve selection, which ranking does not count as evidence of relevance."""
+        """Record a use (`times` uses, the last at `now`): extends the TTL and counts toward
+        promotion. `selected` marks resolve selections, which ranking does not count as
+        evidence of relevance."""
         entry = self.get(entry_id)
         now = now or self.clock.now()
-        entry.access_count += 1
-        entry.selected_count += int(selected)
+        entry.access_count += times
+        entry.selected_count += times if selected else 0
         entry.last_accessed_at = max(entry.last_accessed_at, now)
         if entry.id in self.entries:
             entry.expires_at = retention.expires_at(self.config.ttl, entry)
-        self.touched(entry.id, "access", soft=selected)
+        self.touched(entry.id, "access")
         self.soft_dirty = True
         self._maybe_save()
         return entry

@@ -1,8 +1,9 @@
 """Serving resolve requests from the rpc stream inside the writer (resolve records accesses,
 so it runs where the engine is owned). The `once` ledger of a session lives in Redis.
 
-A request is answered first; the accesses its selection records are settled once no
-request is waiting (`settle`, called by the writer), so a busy agent does not wait for them.
+A request is answered first; the accesses its selection records are gathered, sealed once
+per snapshot interval and recorded when no request is waiting (`seal`, `settle`, called by
+the writer's bookkeeping), so a busy agent does not wait for them.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import redis
 import structlog
 
 from mnemod.clock import Clock
-from mnemod.domain.resolve import ResolveResult
 from mnemod.errors import InvalidInputError
 from mnemod.redisio.keys import GROUP, Keys
 from mnemod.redisio.rpc import REPLY_TTL_SECONDS, parse_request, reply_target, result_payload
@@ -36,20 +36,34 @@ class RpcServer:
         self.keys = keys
         self.clock = clock
         self.metrics = metrics
-        self._selections: list[tuple[ResolveResult, datetime]] = []
+        # entry id -> (times selected, the last time): gathered until `seal`, then settled
+        self._picked: dict[str, tuple[int, datetime]] = {}
+        self._sealed: dict[str, tuple[int, datetime]] = {}
 
     @property
     def unsettled(self) -> int:
-        """Answered requests whose selections are not recorded yet."""
-        return len(self._selections)
+        """Entries whose sealed selections are not recorded yet."""
+        return len(self._sealed)
+
+    def seal(self) -> None:
+        """The selections answered so far are to be recorded (`settle`)."""
+        sealed = self._sealed
+        for entry_id, (times, last) in self._picked.items():
+            before = sealed.get(entry_id)
+            sealed[entry_id] = (times, last) if before is None else (before[0] + times, last)
+        self._picked = {}
 
     def settle(self, limit: int | None = None) -> None:
-        """Record the accesses of the selections answered so far (see `handle`), oldest
-        first; `limit` of them at most."""
-        count = len(self._selections) if limit is None else limit
-        selections, self._selections = self._selections[:count], self._selections[count:]
-        for result, now in selections:
-            self.engine.record_selection(result, now)
+        """Record the sealed selections of `limit` entries (all with None): each entry's
+        accesses at once, however often it was selected."""
+        sealed = self._sealed
+        count = len(sealed) if limit is None else min(limit, len(sealed))
+        engine = self.engine
+        with engine.deferred():
+            for _ in range(count):
+                entry_id, (times, last) = sealed.popitem()
+                if engine.find(entry_id) is not None:  # removed meanwhile: nothing to record
+                    engine.access(entry_id, last, selected=True, times=times)
 
     def handle(self, request_id: str, raw: dict[str, str]) -> None:
         started = time.perf_counter()
@@ -91,9 +105,13 @@ class RpcServer:
             pipe.execute()
         payload = {"id": request_id, **result_payload(result, request.trace)}
         self._reply(request.reply_to, payload, request_id)
-        # The accesses (what Engine.resolve records by default) wait until no request does:
-        # an agent waits for its answer, not for them, and they are no ranking evidence.
-        self._selections.append((result, now))
+        # The accesses (what Engine.resolve records by default) are gathered and recorded
+        # later, each entry's at once: an agent waits for its answer, not for them, and they
+        # are no ranking evidence.
+        picked = self._picked
+        for item in result.items:
+            if item.layer != "l1":
+                picked[item.id] = (picked.get(item.id, (0, now))[0] + 1, now)
         seconds = time.perf_counter() - started
         self.metrics.resolved(self.keys.namespace, seconds)
         log.debug(

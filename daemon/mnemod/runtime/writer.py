@@ -249,8 +249,7 @@ class Writer:
         wait at most `snapshot_interval`; accesses alone wait ACCESS_SAVE_SECONDS). One
         snapshot is written at a time, in the background; a later commit collects it, and
         `force` waits for it and writes the next at once. True when one was started. Then,
-        every `snapshot_interval`, the bookkeeping is sealed (after the snapshot: what a seal
-        makes stale would be serialized by the snapshot, not by the bookkeeping)."""
+        every `snapshot_interval`, what the bookkeeping gathered is sealed."""
         started = self._snapshot(force)
         if time.monotonic() - self.books.sealed_at >= self.snapshot_interval:
             self.books.seal()
@@ -271,7 +270,7 @@ class Writer:
         else:
             self.books.run(None)
         started = time.perf_counter()
-        write = engine.prepare_save(seal=force)
+        write = engine.prepare_save()
         events, self.unacked = self.unacked, []
         self.last_commit = time.monotonic()
         if write is None:
