@@ -23,7 +23,7 @@ from daemon_proc import DaemonFactory, managed
 from mnemod.files.l3_store import load_index
 from mnemod.redisio.connection import connect
 from mnemod.redisio.embedded import INSTALL_HINT, EmbeddedRedis
-from mnemod.runtime.engine import Engine
+from mnemod.runtime.saving import Saving
 
 
 @pytest.fixture(scope="session")
@@ -58,13 +58,13 @@ def daemons(tmp_path: Path) -> Iterator[DaemonFactory]:
 def saved_as_held(monkeypatch: pytest.MonkeyPatch) -> None:
     """After every save, index.json must hold exactly the entries the engine held when it
     took the snapshot (the write may run later, on another thread)."""
-    prepare = Engine.prepare_save
+    prepare = Saving.prepare_save
 
-    def checked(self: Engine, now: Any = None) -> Callable[[], bool] | None:
+    def checked(self: Saving, now: Any = None) -> Callable[[], bool] | None:
         write = prepare(self, now)
         if write is None:
             return None
-        held = [e.to_dict() for e in self.entries.values()]
+        held = [e.to_dict() for e in self.take().entries]
 
         def write_and_check() -> bool:
             wrote = write()
@@ -75,4 +75,4 @@ def saved_as_held(monkeypatch: pytest.MonkeyPatch) -> None:
 
         return write_and_check
 
-    monkeypatch.setattr(Engine, "prepare_save", checked)
+    monkeypatch.setattr(Saving, "prepare_save", checked)

@@ -12,6 +12,7 @@ import mnemod
 from mnemod.clock import FixedClock
 from mnemod.errors import CorruptIndexError, InvalidInputError, LockedError, NotFoundError
 from mnemod.files.journal import read_jsonl, story
+from mnemod.files.l3_store import load_index
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 
@@ -285,7 +286,7 @@ def test_history_past_the_snapshot_is_cut_back_after_a_crash(
     tmp_path: Path, clock: FixedClock
 ) -> None:
     store = mnemod.open(tmp_path / "data", clock=clock)
-    store.engine.autosave = False
+    store.engine.saving.autosave = False
     kept = store.add("Cat is called Miso")
     store.engine.save()
     store.add("Dog is called Bao")
@@ -328,3 +329,21 @@ def test_index_json_is_one_compact_document(store: mnemod.Store) -> None:
         "The build server is called stoat now",
         "Deploy windows are Tuesday mornings",
     ]
+
+
+def test_an_entry_in_l2_and_in_an_older_index_leaves_the_index(
+    tmp_path: Path, clock: FixedClock
+) -> None:
+    store = reopen(tmp_path, clock)
+    entry = store.add("Deploys go through the staging cluster first", type="insight")
+    store.close()
+    index = tmp_path / "data" / "default" / "l3" / "index.json"
+    before = index.read_bytes()
+    store = reopen(tmp_path, clock)
+    store.promote(entry.id)
+    store.close()
+    index.write_bytes(before)  # a crash after the L2 write, before the index was saved
+    again = reopen(tmp_path, clock)
+    assert again.engine.layer_of(again.get(entry.id)) == "l2"  # L2 wins
+    again.close()
+    assert load_index(index).entries == []  # and the index is saved without it

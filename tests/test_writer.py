@@ -127,7 +127,7 @@ def test_a_failed_snapshot_leaves_its_events_for_the_next(
     with pytest.raises(OSError, match="No space left"):
         writer.commit(force=True)
     assert pending(redis_client) == 1
-    assert writer.engine.dirty and writer.unacked
+    assert writer.engine.saving.dirty and writer.unacked
     assert writer.commit(force=True)
     assert pending(redis_client) == 0
     assert on_disk(writer) == ["A fact worth keeping"]
@@ -167,7 +167,7 @@ def test_a_quiet_writer_serializes_the_entries_it_read_at_start(
             return real(entry)
 
         monkeypatch.setattr(l3_store, "entry_json", counted)
-        engine.dirty = True
+        engine.saving.dirty = True
         assert writer.commit(force=True)
         assert serialized == []  # the first snapshot found every text ready
         assert len(on_disk(writer)) == 300

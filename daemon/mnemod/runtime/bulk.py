@@ -29,7 +29,7 @@ def run_gc(engine: Engine, now: datetime, dry_run: bool, by: str, expire_only: b
     report = plan.report(entries, dry_run)
     if dry_run:
         return report
-    with engine.deferred():
+    with engine.saving.deferred():
         for entry_id in plan.expired:
             entry = engine.entries[entry_id]
             expired_at = entry.expires_at.isoformat() if entry.expires_at else "?"
@@ -44,7 +44,7 @@ def run_gc(engine: Engine, now: datetime, dry_run: bool, by: str, expire_only: b
         for entry_id in plan.newly_promotable:
             engine.entries[entry_id].promotable = True
             engine.touched(entry_id, "update")
-        engine.dirty = True
+        engine.saving.dirty = True
     if plan.promote:
         engine.promote_many([engine.entries[i] for i in plan.promote], now, by)
     log.info(
@@ -75,6 +75,6 @@ def restore_entries(engine: Engine, entries: list[tuple[str, Entry]], now: datet
         restored += 1
     for type_ in sorted(l2_types):
         engine.write_l2(type_)
-    engine.dirty = True
+    engine.saving.dirty = True
     engine.save()
     return restored

@@ -2,16 +2,15 @@
 
 The library (`mnemod.open`) and the daemon share it. Every change goes through these methods,
 which validate, apply the domain rules, journal the change and, with `autosave`, make it
-durable before returning. The daemon turns autosave off and snapshots once per batch.
+durable before returning (runtime.saving says when and how). The daemon turns autosave off
+and snapshots once per batch.
 """
 
 from __future__ import annotations
 
 import copy
-import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -27,10 +26,10 @@ from mnemod.domain.merge import merge_into
 from mnemod.domain.model import Entry
 from mnemod.domain.resolve import ResolveResult
 from mnemod.domain.validation import NewEntry, check_new_entry, check_update
-from mnemod.errors import InvalidInputError, MnemodError, NotFoundError
+from mnemod.errors import InvalidInputError, NotFoundError
 from mnemod.files.journal import Journal
 from mnemod.files.l1_files import L1Item, L1Problem, L1Registry
-from mnemod.files.l3_store import EntryTexts, IndexWriter, L3Snapshot, load_index
+from mnemod.files.l3_store import EntryTexts, L3Snapshot, load_index
 from mnemod.files.lock import NamespaceLock
 from mnemod.ids import new_id
 from mnemod.runtime.bulk import restore_entries, run_gc
@@ -38,10 +37,10 @@ from mnemod.runtime.l2_layer import L2Layer
 from mnemod.runtime.lookup import Lookup
 from mnemod.runtime.paths import NamespacePaths
 from mnemod.runtime.recall import Recall
+from mnemod.runtime.saving import Saving
 from mnemod.tokens import TokenCounter, token_counter
 
 log = structlog.get_logger("mnemod.engine")
-ACCESS_SAVE_SECONDS = 30.0  # accesses are soft state: losing 30 s of them loses no memory
 
 
 class Engine:
@@ -63,7 +62,6 @@ class Engine:
         self.clock = clock
         self.actor = actor
         self.readonly = readonly
-        self.autosave = autosave and not readonly
         self.counter: TokenCounter = token_counter(config.tokens.encoding)
         self._lock = None if readonly else NamespaceLock(paths.lock)
         if self._lock is not None:
@@ -79,70 +77,44 @@ class Engine:
         for entry in self.entries.values():
             self.lookup.add(entry)
         self.l2 = L2Layer(paths.l2_dir)
-        self._load_l2()
+        _, dropped = self._load_l2()
         self.l1 = L1Registry(l1_dir, config.limits) if l1_dir is not None else None
         self.l1_problems: list[L1Problem] = self.l1.reload_all() if self.l1 is not None else []
         self.journal = Journal(paths.history, paths.archive)
-        if not readonly and snapshot.recovered_from is None:
-            self._trim_journal(snapshot.stats)
-        self.changed: dict[str, str] = {}
         self.texts = EntryTexts(self.entries.values())  # entry JSON kept between saves
-        self._index = IndexWriter(self.paths.index)
+        self.saving = Saving(
+            paths,
+            self.journal,
+            self.texts,
+            clock,
+            self._snapshot,
+            autosave=autosave,
+            readonly=readonly,
+        )
+        if not readonly and snapshot.recovered_from is None:
+            self.saving.trim_journal(snapshot.stats)
+        self.saving.dirty = snapshot.recovered_from is not None or dropped
+        self.changed: dict[str, str] = {}
         self.recall = Recall(self.counter)
         for entry in [*self.entries.values(), *self.l2_entries.values()]:
             self.touched(entry.id, "load")
         self.recall.sync_l1(self.l1_items())
         self.changed.clear()
         self.last_outcome = ""
-        self.dirty = snapshot.recovered_from is not None
-        self.soft_dirty = False  # only accesses changed since the last save
-        self.last_save = time.monotonic()
-        self._batch_depth = 0
 
     # ---- lifecycle -------------------------------------------------------------------
     def close(self) -> None:
-        if not self.readonly and hasattr(self, "journal"):
+        if not self.readonly and hasattr(self, "saving"):
             self.save()
         if self._lock is not None:
             self._lock.release()
 
-    @contextmanager
-    def batch(self) -> Iterator[None]:
-        """Defer saving until the outermost batch ends (one fsync for many changes); unlike
-        `deferred`, the end of a batch also saves accesses at once."""
-        with self.deferred():
-            yield
-        if self._batch_depth == 0 and self.autosave:
-            self.save()
+    def batch(self) -> AbstractContextManager[None]:
+        """Changes inside are saved once, at the end (see Saving.batch)."""
+        return self.saving.batch()
 
     def save(self, now: datetime | None = None) -> bool:
-        """Journal first, then the index: archived copies are durable before entries leave."""
-        write = self.prepare_save(now)
-        if write is None:
-            return False
-        try:
-            write()
-        except BaseException:
-            self.dirty = True  # not on disk: the next save writes it
-            raise
-        return True
-
-    def prepare_save(self, now: datetime | None = None) -> Callable[[], bool] | None:
-        """Flush the journal and take a snapshot now; return the index write, which may run
-        on another thread while the engine goes on (the daemon's writer does). None when
-        nothing changed. If the write fails, the caller sets `dirty` again."""
-        if not (self.dirty or self.soft_dirty or self.journal.pending):
-            return None
-        if self.readonly:
-            raise MnemodError(f"{self.paths.root}: opened read-only; changes are not saved")
-        if self.journal.pending:
-            self.journal.flush()
-            self.dirty = True  # the index records the journal's length (see _trim_journal)
-        texts = self.texts.of(self.entries.values())
-        write = self._index.job(self._snapshot(), now or self.clock.now(), texts)
-        self.dirty = self.soft_dirty = False
-        self.last_save = time.monotonic()
-        return write
+        return self.saving.save(now)
 
     def _snapshot(self) -> L3Snapshot:
         stats: dict[str, Any] = {
@@ -152,33 +124,9 @@ class Engine:
         }
         return L3Snapshot(list(self.entries.values()), self.last_event_id, stats)
 
-    def _trim_journal(self, stats: dict[str, Any]) -> None:
-        """Records appended after the last snapshot describe changes the snapshot does not
-        hold; after a crash those changes are applied again from the event stream, so the
-        records are cut back to the snapshot's length rather than written twice."""
-        recorded = stats.get("journal")
-        if isinstance(recorded, dict):
-            for name, cut in self.journal.truncate_to(recorded).items():
-                log.warning("journal.truncated", file=name, bytes=cut, reason="after the snapshot")
-
-    def _commit(self) -> None:
-        self.dirty = True
-        self._maybe_save()
-
-    def _maybe_save(self) -> None:
-        """With autosave: changes are saved at once; accesses alone (soft, and frequent:
-        every resolve records some) at most every ACCESS_SAVE_SECONDS, and at close."""
-        if not self.autosave or self._batch_depth:
-            return
-        if self.dirty or self.journal.pending or self.access_save_due():
-            self.save()
-
-    def access_save_due(self) -> bool:
-        return self.soft_dirty and time.monotonic() - self.last_save >= ACCESS_SAVE_SECONDS
-
     def mark_applied(self, event_id: str) -> None:
         self.last_event_id = event_id
-        self.dirty = True
+        self.saving.dirty = True
 
     def touched(self, entry_id: str, op: str) -> None:
         """Note a change for the hot layer, keep resolve's view in step and forget the
@@ -288,7 +236,7 @@ class Engine:
         self.last_outcome = "added"
         self.journal.record(now, "add", entry.id, actor, type=entry.type, key=entry.key)
         self.touched(entry.id, "add")
-        self._commit()
+        self.saving.changed()
         return entry
 
     def access(
@@ -309,8 +257,7 @@ class Engine:
         if entry.id in self.entries:
             entry.expires_at = retention.expires_at(self.config.ttl, entry)
         self.touched(entry.id, "access")
-        self.soft_dirty = True
-        self._maybe_save()
+        self.saving.accessed()
         return entry
 
     def update(
@@ -351,7 +298,7 @@ class Engine:
         if in_l3:
             entry.expires_at = retention.expires_at(self.config.ttl, entry)
             self.lookup.add(entry)
-            self._commit()
+            self.saving.changed()
         else:
             self.write_l2(entry.type)
             if old_type != entry.type:
@@ -368,7 +315,7 @@ class Engine:
         self.touched(entry.id, "remove")
         if entry.id in self.entries:
             self.drop(entry)
-            self._commit()
+            self.saving.changed()
         else:
             del self.l2_entries[entry.id]
             self.write_l2(entry.type)
@@ -422,7 +369,7 @@ class Engine:
 
     def record_selection(self, result: ResolveResult, now: datetime) -> None:
         """An access on every L2/L3 entry a resolve selected (as agents use it)."""
-        with self.deferred():
+        with self.saving.deferred():
             for item in result.items:
                 if item.layer != "l1" and self.find(item.id) is not None:
                     self.access(item.id, now, selected=True)
@@ -441,20 +388,13 @@ class Engine:
 
     def reload_l2(self) -> None:
         """Re-read the L2 files (a person edited one); a broken file keeps its last version."""
-        for entry_id in self._load_l2():
+        changed, dropped = self._load_l2()
+        for entry_id in changed:
             self.touched(entry_id, "update" if entry_id in self.l2_entries else "remove")
+        if dropped:
+            self.saving.changed()
 
     # ---- internals -----------------------------------------------------------------------
-    @contextmanager
-    def deferred(self) -> Iterator[None]:
-        """Changes inside are saved once at the end, by the usual autosave rules."""
-        self._batch_depth += 1
-        try:
-            yield
-        finally:
-            self._batch_depth -= 1
-        self._maybe_save()
-
     def _keywords(self, content: str, given: list[str] | None) -> list[str]:
         limit = self.config.limits.max_keywords
         return normalize_keywords(given, limit) if given else extract_keywords(content, limit)
@@ -463,13 +403,14 @@ class Engine:
     def l2_entries(self) -> dict[str, Entry]:
         return self.l2.entries
 
-    def _load_l2(self) -> set[str]:
+    def _load_l2(self) -> tuple[set[str], bool]:
+        """Read the L2 files: the ids that changed, and whether L3 entries left (a crash
+        between writing L2 and saving the index: L2 wins, and the index is saved again)."""
         changed = self.l2.load()
-        for entry_id in [i for i in self.entries if i in self.l2.entries]:
-            # a crash between writing L2 and saving the index: L2 wins
+        both = [i for i in self.entries if i in self.l2.entries]
+        for entry_id in both:
             self.drop(self.entries[entry_id])
-            self.dirty = True
-        return changed
+        return changed, bool(both)
 
     def write_l2(self, type_: str, extra: list[Entry] | None = None) -> None:
         for entry_id in self.l2.write(type_, extra):
@@ -490,7 +431,7 @@ class Engine:
             self.l2_entries[entry.id] = entry
             self.journal.record(now, "promote", entry.id, by, type=entry.type)
             self.touched(entry.id, "promote")
-        self._commit()
+        self.saving.changed()
 
     def fold(self, survivor: Entry, folded: Entry, now: datetime, by: str, **detail: Any) -> None:
         self.lookup.discard(survivor)
@@ -504,7 +445,7 @@ class Engine:
         self.journal.record(now, "merge", survivor.id, by, merged=[folded.id], **detail)
         self.touched(survivor.id, "update")
         self.touched(folded.id, "remove")
-        self._commit()
+        self.saving.changed()
 
     def insert(self, entry: Entry) -> None:
         self.entries[entry.id] = entry

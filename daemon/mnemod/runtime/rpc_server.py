@@ -59,7 +59,7 @@ class RpcServer:
         sealed = self._sealed
         count = len(sealed) if limit is None else min(limit, len(sealed))
         engine = self.engine
-        with engine.deferred():
+        with engine.saving.deferred():
             for _ in range(count):
                 entry_id, (times, last) = sealed.popitem()
                 if engine.find(entry_id) is not None:  # removed meanwhile: nothing to record

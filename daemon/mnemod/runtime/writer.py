@@ -261,16 +261,16 @@ class Writer:
             return False
         engine = self.engine
         elapsed = time.monotonic() - self.last_commit
-        hard = bool(self.unacked) or engine.dirty or engine.journal.pending
+        hard = bool(self.unacked) or engine.saving.dirty or engine.journal.pending
         if not force:
             if hard and elapsed < self.snapshot_interval and len(self.unacked) < self.ack_backlog:
                 return False
-            if not hard and not engine.access_save_due():
+            if not hard and not engine.saving.access_save_due():
                 return False
         else:
             self.books.run(None)
         started = time.perf_counter()
-        write = engine.prepare_save()
+        write = engine.saving.prepare_save()
         events, self.unacked = self.unacked, []
         self.last_commit = time.monotonic()
         if write is None:
@@ -294,7 +294,7 @@ class Writer:
         try:
             written = saving.done.result()
         except BaseException:
-            self.engine.dirty = True
+            self.engine.saving.dirty = True
             self.unacked = saving.events + self.unacked
             raise
         seconds = saving.prepared + written  # not the wait until it was collected
