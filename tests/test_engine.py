@@ -317,6 +317,8 @@ def test_index_json_is_one_compact_document(store: mnemod.Store) -> None:
     kept = store.add("Café opening hours moved to 8:00", type="context")
     changed = store.add("The build server is called ferret", type="context")
     store.add("Deploy windows are Tuesday mornings", type="context")
+    odd = 'Quote "q", path C:\\tmp\tTab, 日本語 🙂, sep\u2028end </script>'
+    store.add(odd, type="context")
     store.update(changed.id, content="The build server is called stoat now")
     store.access(kept.id)
     store.remove(kept.id)
@@ -328,6 +330,7 @@ def test_index_json_is_one_compact_document(store: mnemod.Store) -> None:
     assert [e["content"] for e in document["entries"]] == [
         "The build server is called stoat now",
         "Deploy windows are Tuesday mornings",
+        odd,
     ]
 
 

@@ -56,7 +56,9 @@ def parse_time(text: str, field_name: str = "time") -> datetime:
 
 
 def format_time(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    if moment.tzinfo is not UTC:  # what this program makes is UTC already
+        moment = moment.astimezone(UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def clock_from_env(environ: dict[str, str] | None = None) -> Clock:
