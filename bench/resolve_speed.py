@@ -35,7 +35,10 @@ redis-py loop around `engine.resolve` on the copy. What separates it from in pro
 machine (two more wake-ups of two processes, and a resolve that runs on cold caches after
 each wait); what separates `raw` from it is the daemon's own share. `echo_ms` is the same
 exchange with that server replying a stored copy of each answer (no resolve at all): what
-a request and its reply cost on this machine before any work is done.
+a request and its reply cost on this machine before any work is done. `server_first_ms` and
+`server_again_ms` are timed inside that server: the resolve it answers with, which runs
+right after the wait for the request, and the same resolve repeated at once; their
+difference is what waking on cold caches costs a server's resolve, transport aside.
 
 With `--pause-ms N` every timed call (in process and over RPC) follows N ms of idle, as
 calls do when an agent resolves once per prompt: in process then also runs on cooled
@@ -295,7 +298,8 @@ def raw_asker(url: str, stream: str) -> Callable[[str], Any]:
     return ask
 
 
-FLOOR, ECHO = "bench:floor", "bench:echo"
+FLOOR, ECHO, TWICE = "bench:floor", "bench:echo", "bench:twice"
+TIMES = "bench:twice:times"
 
 
 def floor_server(url: str, folder: Path) -> None:
@@ -303,26 +307,36 @@ def floor_server(url: str, folder: Path) -> None:
     `engine.resolve` on a copy of the store (no daemon: no writer, no scheduler, no
     bookkeeping). It reads FLOOR and ECHO in a consumer group and replies like the daemon,
     with RPUSH + EXPIRE + XACK in one round trip; on ECHO with the answer it gave the same
-    prompt before, when it has one."""
+    prompt before, when it has one. On TWICE it times the resolve it answers with and the
+    same resolve repeated at once, and pushes both seconds to TIMES: the first ran right
+    after the wait for the request, the second on the caches the first warmed."""
     store = mnemod.open(folder, config=CONFIG)
     client = connect(url, socket_timeout=60.0)
-    for stream in (FLOOR, ECHO):
+    for stream in (FLOOR, ECHO, TWICE):
         with contextlib.suppress(Exception):
             client.xgroup_create(stream, "floor", id="0", mkstream=True)
     answers: dict[str, bytes] = {}
     try:
         while True:
-            read = client.xreadgroup("floor", "floor", {FLOOR: ">", ECHO: ">"}, block=5000)
+            streams = {FLOOR: ">", ECHO: ">", TWICE: ">"}
+            read = client.xreadgroup("floor", "floor", streams, block=5000)  # type: ignore[arg-type]
             for stream, messages in read or []:
                 for request_id, fields in messages:
                     if fields.get("op") == "stop":
                         return
                     prompt = fields["prompt"]
                     answer = answers.get(prompt) if stream == ECHO else None
-                    if answer is None:
-                        result = store.engine.resolve(prompt, BUDGET, record_access=False)
-                        answer = answers[prompt] = orjson.dumps(result_payload(result, False))
                     pipe = client.pipeline(transaction=False)
+                    if answer is None:
+                        started = time.perf_counter()
+                        result = store.engine.resolve(prompt, BUDGET, record_access=False)
+                        cold = time.perf_counter() - started
+                        answer = answers[prompt] = orjson.dumps(result_payload(result, False))
+                        if stream == TWICE:
+                            started = time.perf_counter()
+                            store.engine.resolve(prompt, BUDGET, record_access=False)
+                            again = time.perf_counter() - started
+                            pipe.rpush(TIMES, f"{cold} {again}")
                     pipe.rpush(fields["reply_to"], answer)
                     pipe.expire(fields["reply_to"], 60)
                     pipe.xack(stream, "floor", request_id)
@@ -383,6 +397,10 @@ def rpc_latency(
         floor = [timed(lambda p=prompt: ask(p)) for prompt in prompts[: len(rpc)]]
         floor_cpu = (cpu_seconds(server.pid or 0) - cpu_before) / len(floor)
         echoed = [timed(lambda p=prompt: echo(p)) for prompt in prompts[: len(rpc)]]
+        twice = raw_asker(url, TWICE)
+        for prompt in prompts[: len(rpc)]:
+            twice(prompt)
+        pairs = [line.split() for line in connect(url).lrange(TIMES, 0, -1)]
     finally:
         connect(url).xadd(FLOOR, {"op": "stop"})
         server.join(timeout=60)
@@ -394,6 +412,8 @@ def rpc_latency(
         "local_ms": percentiles(here),
         "floor_ms": percentiles(floor),
         "echo_ms": percentiles(echoed),
+        "server_first_ms": percentiles([float(first) for first, _ in pairs]),
+        "server_again_ms": percentiles([float(again) for _, again in pairs]),
         "cpu_ms": {"daemon": round(daemon_cpu * 1000, 3), "floor": round(floor_cpu * 1000, 3)},
     }
 
@@ -471,6 +491,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "local p50",
         "floor p50",
         "echo p50",
+        "srv first",
+        "srv again",
         "rpc-local",
         "rpc-used",
         "cpu/req",
@@ -494,6 +516,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             r.get("local_ms", {}).get("p50", "-"),
             r.get("floor_ms", {}).get("p50", "-"),
             r.get("echo_ms", {}).get("p50", "-"),
+            r.get("server_first_ms", {}).get("p50", "-"),
+            r.get("server_again_ms", {}).get("p50", "-"),
             r.get("rpc_minus_local_ms", "-"),
             r.get("rpc_minus_used_ms", "-"),
             r.get("cpu_ms", {}).get("daemon", "-"),
