@@ -7,7 +7,8 @@ events are read again and those at or below that id are acknowledged without bei
 
 A snapshot is taken on the writer's thread and written (fsync included) on another, so
 requests are answered and events applied while it reaches the disk; its events are
-acknowledged once it is durable.
+acknowledged once it is durable. Whenever no request waits, it does a slice of the
+bookkeeping answers and changes leave (runtime.bookkeeping).
 """
 
 from __future__ import annotations
