@@ -90,3 +90,38 @@ def test_prefix_filter_finds_exactly_the_brute_force_pairs() -> None:
             if jaccard(a.keywords, b.keywords) >= threshold
         }
         assert {(c.a, c.b) for c in candidate_pairs(entries, threshold)} == brute
+
+
+def test_the_lookup_finds_the_brute_force_best_match_on_add() -> None:
+    """`Lookup.similar` reads only the sizes that can still pass at each prefix word; it
+    must find what comparing with every entry finds, after changes too."""
+    import random
+
+    from mnemod.runtime.lookup import Lookup
+
+    rng = random.Random(11)
+    vocabulary = [f"w{i}" for i in range(40)]
+    stored = {
+        e.id: e
+        for e in (
+            entry(f"E{i:03d}", [*rng.sample(vocabulary, rng.randint(1, 14)), "common"], i)
+            for i in range(300)
+        )
+    }
+    lookup = Lookup()
+    for e in stored.values():
+        lookup.add(e)
+    for e in list(stored.values())[:100]:  # changed keywords: indexed again
+        lookup.discard(e)
+        e.keywords = [*rng.sample(vocabulary, rng.randint(1, 14)), "common"]
+        lookup.add(e)
+    probes = [entry(f"P{i}", rng.sample(vocabulary, rng.randint(1, 14))) for i in range(200)]
+    for threshold in (0.3, 0.55, 0.8, 1.0):
+        for probe in probes:
+            passing = [jaccard(probe.keywords, e.keywords) for e in stored.values()]
+            best = max((score for score in passing if score >= threshold), default=None)
+            found = lookup.similar(probe, stored, threshold)
+            if best is None:
+                assert found is None
+            else:
+                assert found is not None and round(found[1], 9) == round(best, 9)
