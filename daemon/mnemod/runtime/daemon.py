@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import gc
+import math
 import os
 import threading
 import time
@@ -204,6 +205,9 @@ class Daemon:
             status = StatusWriter(client, keys, self.owner, self.url, self.clock)
             writer.ensure_groups()
             hot.rebuild(engine)
+            # Before serving, so that no snapshot waits for them: 0.1 s at 10k entries and
+            # 1.2 s at 100k, which the first snapshot under load took at once otherwise.
+            engine.texts.warm(math.inf, engine.entries)
             freeze_heap()
             scheduler = Scheduler(self.config.schedule, self.commands.post)
             scheduler.start()
