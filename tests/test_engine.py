@@ -350,3 +350,37 @@ def test_an_entry_in_l2_and_in_an_older_index_leaves_the_index(
     assert again.engine.layer_of(again.get(entry.id)) == "l2"  # L2 wins
     again.close()
     assert load_index(index).entries == []  # and the index is saved without it
+
+
+def test_counts_by_type_follow_every_change(
+    tmp_path: Path, store: mnemod.Store, clock: FixedClock
+) -> None:
+    """Kept in step with the entries (not counted per snapshot): adds, a change of type,
+    a merge, a promotion, a removal and expiry."""
+
+    def recount() -> dict[str, int]:
+        found: dict[str, int] = {}
+        for entry in store.engine.entries.values():
+            found[entry.type] = found.get(entry.type, 0) + 1
+        return dict(sorted(found.items()))
+
+    a = store.add("The staging cluster runs in Frankfurt", type="context")
+    store.add("The staging cluster runs in Frankfurt now", type="context")  # merged
+    b = store.add("User prefers dark mode in every editor", type="preference")
+    c = store.add("Deploys wait for the nightly backup", type="insight")
+    short = store.add("Sprint 12 ends on Friday", type="progress")
+    store.update(b.id, type="insight")
+    store.promote(c.id)
+    store.remove(a.id)
+    assert store.engine.counts_by_type() == recount() == {"insight": 1, "progress": 1}
+    clock.advance(timedelta(days=400))
+    store.gc()  # expires what is left of L3
+    assert store.engine.counts_by_type() == recount()
+    store.add("A fresh fact after the sweep", type="relation")
+    assert store.engine.counts_by_type() == recount() == {"relation": 1}
+    assert short.id not in store.engine.entries
+    store.close()
+    again = reopen(tmp_path, clock)
+    stats = json.loads(again.engine.paths.index.read_text(encoding="utf-8"))["stats"]
+    assert stats["by_type"] == again.engine.counts_by_type() == {"relation": 1}
+    again.close()

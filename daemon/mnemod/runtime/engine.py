@@ -9,7 +9,7 @@ and snapshots once per batch.
 from __future__ import annotations
 
 import copy
-from collections import defaultdict
+from collections import Counter
 from contextlib import AbstractContextManager
 from datetime import datetime
 from pathlib import Path
@@ -76,6 +76,9 @@ class Engine:
         self.lookup = Lookup()
         for entry in self.entries.values():
             self.lookup.add(entry)
+        # kept in step by insert, drop and a change of type: counted at every snapshot,
+        # a loop over every entry took 10-30 ms at 100k
+        self._by_type: Counter[str] = Counter(e.type for e in self.entries.values())
         self.l2 = L2Layer(paths.l2_dir)
         _, dropped = self._load_l2()
         self.l1 = L1Registry(l1_dir, config.limits) if l1_dir is not None else None
@@ -180,10 +183,7 @@ class Engine:
         return self.l1.items() if self.l1 is not None else []
 
     def counts_by_type(self) -> dict[str, int]:
-        counts: dict[str, int] = defaultdict(int)
-        for entry in self.entries.values():
-            counts[entry.type] += 1
-        return dict(sorted(counts.items()))
+        return {kind: n for kind, n in sorted(self._by_type.items()) if n}
 
     def similar(self, entry: Entry) -> tuple[Entry, float] | None:
         """The best same-type L3 entry whose keyword Jaccard passes the dedup threshold."""
@@ -298,6 +298,8 @@ class Engine:
         if in_l3:
             entry.expires_at = retention.expires_at(self.config.ttl, entry)
             self.lookup.add(entry)
+            self._by_type[old_type] -= 1
+            self._by_type[entry.type] += 1
             self.saving.changed()
         else:
             self.write_l2(entry.type)
@@ -450,7 +452,9 @@ class Engine:
     def insert(self, entry: Entry) -> None:
         self.entries[entry.id] = entry
         self.lookup.add(entry)
+        self._by_type[entry.type] += 1
 
     def drop(self, entry: Entry) -> None:
         self.lookup.discard(entry)
         del self.entries[entry.id]
+        self._by_type[entry.type] -= 1
