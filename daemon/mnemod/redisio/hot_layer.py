@@ -129,16 +129,16 @@ class SyncResult:
 # KEYS: per item, its hash and its layer's sorted set. ARGV: how many field/value pairs an
 # item has, then per item its id, its score and those pairs (HotItem.access_fields).
 _TOUCH = """
-local pairs_of_one = 2 * tonumber(ARGV[1])
+local pair_args = 2 * tonumber(ARGV[1])
 local touched = 0
 local at = 2
 for i = 1, #KEYS, 2 do
   if redis.call('exists', KEYS[i]) == 1 then
-    redis.call('hset', KEYS[i], unpack(ARGV, at + 2, at + 1 + pairs_of_one))
+    redis.call('hset', KEYS[i], unpack(ARGV, at + 2, at + 1 + pair_args))
     redis.call('zadd', KEYS[i + 1], ARGV[at + 1], ARGV[at])
     touched = touched + 1
   end
-  at = at + 2 + pairs_of_one
+  at = at + 2 + pair_args
 end
 return touched
 """

@@ -206,7 +206,7 @@ class Daemon:
             writer.ensure_groups()
             hot.rebuild(engine)
             # Before serving, so that no snapshot waits for them: 0.1 s at 10k entries and
-            # 1.2 s at 100k, which the first snapshot under load took at once otherwise.
+            # about 2 s at 100k, which the first snapshot under load took at once otherwise.
             engine.texts.warm(math.inf, engine.entries)
             freeze_heap()
             scheduler = Scheduler(self.config.schedule, self.commands.post)
