@@ -64,6 +64,7 @@ def saved_as_held(monkeypatch: pytest.MonkeyPatch) -> None:
         write = prepare(self, now)
         if write is None:
             return None
+        assert self.texts.resynced == 0, "the kept texts drifted from the entries"
         held = [e.to_dict() for e in self.take().entries]
 
         def write_and_check() -> bool:

@@ -384,3 +384,22 @@ def test_counts_by_type_follow_every_change(
     stats = json.loads(again.engine.paths.index.read_text(encoding="utf-8"))["stats"]
     assert stats["by_type"] == again.engine.counts_by_type() == {"relation": 1}
     again.close()
+
+
+def test_kept_texts_follow_the_entries_order_and_resync_if_they_drift(
+    store: mnemod.Store,
+) -> None:
+    from mnemod.files.l3_store import entry_json
+
+    engine = store.engine
+    first = store.add("The cat is called Miso", type="context")
+    store.add("The dog is called Bao", type="context")
+    store.add("The fish is called Nemo", type="context")
+    store.update(first.id, content="The cat is called Miso Soup")
+    expected = [entry_json(e) for e in engine.entries.values()]
+    assert engine.texts.of(engine.entries) == expected
+    assert engine.texts.resynced == 0
+    del engine.entries[first.id]  # changed behind its back: the texts must not be trusted
+    assert engine.texts.of(engine.entries) == expected[1:]
+    assert engine.texts.resynced == 1
+    engine.texts.resynced = 0  # the autouse check of every save: this drift was on purpose

@@ -73,6 +73,7 @@ class Engine:
             raise
         self.last_event_id: str | None = snapshot.last_event_id
         self.entries: dict[str, Entry] = {e.id: e for e in snapshot.entries}
+        self.texts = EntryTexts(self.entries.values())  # entry JSON kept between saves
         self.lookup = Lookup()
         for entry in self.entries.values():
             self.lookup.add(entry)
@@ -84,11 +85,11 @@ class Engine:
         self.l1 = L1Registry(l1_dir, config.limits) if l1_dir is not None else None
         self.l1_problems: list[L1Problem] = self.l1.reload_all() if self.l1 is not None else []
         self.journal = Journal(paths.history, paths.archive)
-        self.texts = EntryTexts(self.entries.values())  # entry JSON kept between saves
         self.saving = Saving(
             paths,
             self.journal,
             self.texts,
+            self.entries,
             clock,
             self._snapshot,
             autosave=autosave,
@@ -451,10 +452,12 @@ class Engine:
 
     def insert(self, entry: Entry) -> None:
         self.entries[entry.id] = entry
+        self.texts.added(entry.id)
         self.lookup.add(entry)
         self._by_type[entry.type] += 1
 
     def drop(self, entry: Entry) -> None:
         self.lookup.discard(entry)
         del self.entries[entry.id]
+        self.texts.removed(entry.id)
         self._by_type[entry.type] -= 1

@@ -11,7 +11,7 @@ takes snapshots with `prepare_save` and writes them on another thread.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
@@ -19,6 +19,7 @@ from typing import Any
 import structlog
 
 from mnemod.clock import Clock
+from mnemod.domain.model import Entry
 from mnemod.errors import MnemodError
 from mnemod.files.journal import Journal
 from mnemod.files.l3_store import EntryTexts, IndexWriter, L3Snapshot
@@ -34,16 +35,19 @@ class Saving:
         paths: NamespacePaths,
         journal: Journal,
         texts: EntryTexts,
+        entries: Mapping[str, Entry],
         clock: Clock,
         take: Callable[[], L3Snapshot],
         *,
         autosave: bool,
         readonly: bool,
     ) -> None:
-        """`take` is the engine's snapshot of what it holds now; `texts` its entries' JSON."""
+        """`take` is the engine's snapshot of what it holds now, `entries` its L3 entries and
+        `texts` their JSON."""
         self.paths = paths
         self.journal = journal
         self.texts = texts
+        self.entries = entries
         self.clock = clock
         self.take = take
         self.readonly = readonly
@@ -127,7 +131,7 @@ class Saving:
             self.journal.flush()
             self.dirty = True  # the index records the journal's length (see trim_journal)
         snapshot = self.take()
-        texts = self.texts.of(snapshot.entries)
+        texts = self.texts.of(self.entries)
         write = self._index.job(snapshot, now or self.clock.now(), texts)
         self.dirty = self.soft_dirty = False
         self.last_save = time.monotonic()
