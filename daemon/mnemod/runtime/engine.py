@@ -372,10 +372,15 @@ class Engine:
 
     def record_selection(self, result: ResolveResult, now: datetime) -> None:
         """An access on every L2/L3 entry a resolve selected (as agents use it)."""
+        self.record_selections({i.id: (1, now) for i in result.items if i.layer != "l1"})
+
+    def record_selections(self, selected: dict[str, tuple[int, datetime]]) -> None:
+        """Resolve selections: entry id -> (how many times, the last time). An entry gone
+        since (removed, expired) has nothing to record."""
         with self.saving.deferred():
-            for item in result.items:
-                if item.layer != "l1" and self.find(item.id) is not None:
-                    self.access(item.id, now, selected=True)
+            for entry_id, (times, last) in selected.items():
+                if self.find(entry_id) is not None:
+                    self.access(entry_id, last, selected=True, times=times)
 
     def reload_l1(self, path: Path | None = None) -> list[L1Problem]:
         """Re-read one L1 file (or all); a broken file keeps its last good version."""

@@ -58,12 +58,7 @@ class RpcServer:
         accesses at once, however often it was selected."""
         sealed = self._sealed
         count = len(sealed) if limit is None else min(limit, len(sealed))
-        engine = self.engine
-        with engine.saving.deferred():
-            for _ in range(count):
-                entry_id, (times, last) = sealed.popitem()
-                if engine.find(entry_id) is not None:  # removed meanwhile: nothing to record
-                    engine.access(entry_id, last, selected=True, times=times)
+        self.engine.record_selections(dict(sealed.popitem() for _ in range(count)))
 
     def handle(self, request_id: str, raw: dict[str, str]) -> None:
         started = time.perf_counter()
