@@ -65,13 +65,15 @@ class Bookkeeping:
     def starved(self) -> bool:
         return time.monotonic() - self.last_run > STARVED_SECONDS
 
-    def note(self, changes: dict[str, str]) -> dict[str, str]:
-        """Keep the accesses among `changes` for the hot layer; return the other changes (a
-        put writes an entry's access fields too, so those entries need no touch)."""
+    def note(self, changes: dict[str, str], sealed: bool = False) -> dict[str, str]:
+        """Keep the accesses among `changes` for the hot layer (for the next seal, or with
+        `sealed` for this one); return the other changes (a put writes an entry's access
+        fields too, so those entries need no touch)."""
         others = {entry_id: op for entry_id, op in changes.items() if op != "access"}
+        accessed = self._sealed if sealed else self.accessed
         for entry_id, op in changes.items():
             if op == "access":
-                self.accessed[entry_id] = None
+                accessed[entry_id] = None
             else:
                 self.accessed.pop(entry_id, None)
                 self._sealed.pop(entry_id, None)
@@ -98,9 +100,7 @@ class Bookkeeping:
         settler = self.settler
         while settler is not None and settler.unsettled and time.perf_counter() < deadline:
             settler.settle(None if whole else ACCESS_CHUNK)
-            changes = self.engine.drain_changes()
-            self._sealed.update((i, None) for i, op in changes.items() if op == "access")
-            self.publish({i: op for i, op in changes.items() if op != "access"})
+            self.publish(self.note(self.engine.drain_changes(), sealed=True))
         while self._sealed and time.perf_counter() < deadline:
             self._touch(None if whole else ACCESS_CHUNK)
         texts = self.engine.texts
