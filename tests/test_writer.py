@@ -173,6 +173,14 @@ def test_a_quiet_writer_serializes_the_entries_it_read_at_start(
         assert len(on_disk(writer)) == 300
 
 
+def agent_adds_a_fact(writer: Writer, redis_server: str) -> str:
+    """An agent adds a preference; the writer applies it. Returns its id."""
+    with Client(redis_server) as agent:
+        fact = agent.add("User prefers Asia/Taipei", type="preference")
+    take_events(writer)
+    return fact
+
+
 def ask(client: redis.Redis, prompt: str, reply_to: str) -> None:
     client.xadd(KEYS.rpc, {"op": "resolve", "prompt": prompt, "reply_to": reply_to})
 
@@ -180,9 +188,7 @@ def ask(client: redis.Redis, prompt: str, reply_to: str) -> None:
 def test_a_request_is_answered_before_the_bookkeeping_of_earlier_ones(
     writer: Writer, redis_server: str, redis_client: redis.Redis
 ) -> None:
-    with Client(redis_server) as agent:
-        fact = agent.add("User prefers Asia/Taipei", type="preference")
-    take_events(writer)
+    fact = agent_adds_a_fact(writer, redis_server)
     writer.commit(force=True)
     assert writer.rpc is not None
     for n in range(2):
@@ -205,9 +211,7 @@ def test_a_request_is_answered_before_the_bookkeeping_of_earlier_ones(
 def test_under_a_load_that_never_pauses_the_bookkeeping_still_goes_on(
     writer: Writer, redis_server: str, redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with Client(redis_server) as agent:
-        fact = agent.add("User prefers Asia/Taipei", type="preference")
-    take_events(writer)
+    fact = agent_adds_a_fact(writer, redis_server)
     assert writer.rpc is not None
     ask(redis_client, "what about Taipei?", "t:first")
     writer.step(100)
@@ -223,9 +227,7 @@ def test_under_a_load_that_never_pauses_the_bookkeeping_still_goes_on(
 def test_a_job_and_a_snapshot_at_shutdown_see_every_selection(
     writer: Writer, redis_server: str, redis_client: redis.Redis
 ) -> None:
-    with Client(redis_server) as agent:
-        fact = agent.add("User prefers Asia/Taipei", type="preference")
-    take_events(writer)
+    fact = agent_adds_a_fact(writer, redis_server)
     for n in range(3):
         ask(redis_client, "what about Taipei?", f"t:{n}")
         writer.step(100)
