@@ -17,12 +17,13 @@ selections crowd out what the current prompt asks for (a rich-get-richer loop).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from mnemod.domain.keywords import terms
+from mnemod.domain.keywords import WORDS_CACHED, terms
 
 # Words that carry the *shape* of a question, not its topic ("what kind of …", "how many …").
 # Removed from prompts only; memories keep them.
@@ -77,8 +78,10 @@ class RankingSettings:
     query_stopwords: bool = True
 
 
+@functools.lru_cache(maxsize=WORDS_CACHED)
 def fold(word: str) -> str:
-    """A second, light stemming pass: painted/painting/paints → paint, loved/love → lov."""
+    """A second, light stemming pass: painted/painting/paints → paint, loved/love → lov.
+    Cached like `keywords.term_of`, for the same reason."""
     if not word.isascii() or len(word) <= 4:
         return word
     if word.endswith("ing") and len(word) >= 6:
@@ -96,7 +99,7 @@ def analyze(text: str, settings: RankingSettings) -> list[str]:
     """The terms a memory is indexed under (the shared tokenizer, optionally folded)."""
     found = terms(text)
     if settings.fold_suffixes:
-        return [fold(word) for word in found]
+        return list(map(fold, found))
     return found
 
 
