@@ -220,6 +220,24 @@ def test_corrupt_index_recovers_from_backup(
     assert next(iter(index.parent.glob("index.json.corrupt-*"))).read_text() == "{truncated"
 
 
+def test_index_the_fast_reader_refuses_still_reads_as_before(
+    tmp_path: Path, store: mnemod.Store, clock: FixedClock
+) -> None:
+    """A hand-edited index with what only Python's own reader takes (a 70-bit integer,
+    NaN) opens as it always did: it is not taken for a corrupt file."""
+    entry = store.add("Cat is called Miso")
+    store.close()
+    index = tmp_path / "data" / "default" / "l3" / "index.json"
+    text = index.read_text()
+    edited = text.replace('"stats":{', '"stats":{"edited":1180591620717411303424,"x":NaN,', 1)
+    assert edited != text
+    index.write_text(edited)
+    again = reopen(tmp_path, clock)
+    assert again.get(entry.id).content == "Cat is called Miso"
+    again.close()
+    assert not list(index.parent.glob("index.json.corrupt-*"))
+
+
 def test_remove_archives(tmp_path: Path, store: mnemod.Store) -> None:
     entry = store.add("Temporary note about lunch")
     store.remove(entry.id)
