@@ -9,7 +9,6 @@ reverse order whatever fails. Signal handlers live in the CLI and only call `req
 from __future__ import annotations
 
 import enum
-import gc
 import math
 import os
 import threading
@@ -31,6 +30,7 @@ from mnemod.redisio.keys import Keys
 from mnemod.redisio.lease import Lease
 from mnemod.runtime.commands import Command, CommandQueue
 from mnemod.runtime.engine import Engine
+from mnemod.runtime.heap import freeze_heap
 from mnemod.runtime.hot_sync import HotSync
 from mnemod.runtime.metrics import Metrics
 from mnemod.runtime.paths import NamespacePaths
@@ -342,13 +342,3 @@ def _interval_seconds(spec: str, default: float) -> float:
 
     kind, value = parse_schedule(spec)
     return value.total_seconds() if kind == "interval" else default
-
-
-def freeze_heap() -> None:
-    """Collect, then hide every object alive now from Python's cyclic collector: the
-    entries and their index are long-lived, and a full collection scanning them took
-    60-110 ms at 10,000 entries, stalling a request every few seconds under load. A frozen
-    object that dies later is still freed by reference counting; collecting first keeps
-    dead cycles from being frozen forever."""
-    gc.collect()
-    gc.freeze()

@@ -33,6 +33,7 @@ from mnemod.files.l3_store import EntryTexts, L3Snapshot, load_index
 from mnemod.files.lock import NamespaceLock
 from mnemod.ids import new_id
 from mnemod.runtime.bulk import restore_entries, run_gc
+from mnemod.runtime.heap import collector_paused
 from mnemod.runtime.l2_layer import L2Layer
 from mnemod.runtime.lookup import Lookup
 from mnemod.runtime.paths import NamespacePaths
@@ -66,45 +67,47 @@ class Engine:
         self._lock = None if readonly else NamespaceLock(paths.lock)
         if self._lock is not None:
             self._lock.acquire()
-        try:
-            snapshot = load_index(paths.index)
-        except BaseException:
-            self.close()
-            raise
-        self.last_event_id: str | None = snapshot.last_event_id
-        self.entries: dict[str, Entry] = {e.id: e for e in snapshot.entries}
-        self.texts = EntryTexts(self.entries.values())  # entry JSON kept between saves
-        self.lookup = Lookup()
-        for entry in self.entries.values():
-            self.lookup.add(entry)
-        # kept in step by insert, drop and a change of type: counted at every snapshot,
-        # a loop over every entry took 10-30 ms at 100k
-        self._by_type: Counter[str] = Counter(e.type for e in self.entries.values())
-        self.l2 = L2Layer(paths.l2_dir)
-        _, dropped = self._load_l2()
-        self.l1 = L1Registry(l1_dir, config.limits) if l1_dir is not None else None
-        self.l1_problems: list[L1Problem] = self.l1.reload_all() if self.l1 is not None else []
-        self.journal = Journal(paths.history, paths.archive)
-        self.saving = Saving(
-            paths,
-            self.journal,
-            self.texts,
-            self.entries,
-            clock,
-            self._snapshot,
-            autosave=autosave,
-            readonly=readonly,
-        )
-        if not readonly and snapshot.recovered_from is None:
-            self.saving.trim_journal(snapshot.stats)
-        self.saving.dirty = snapshot.recovered_from is not None or dropped
-        self.changed: dict[str, str] = {}
-        self.recall = Recall(self.counter)
-        for entry in [*self.entries.values(), *self.l2_entries.values()]:
-            self.touched(entry.id, "load")
-        self.recall.sync_l1(self.l1_items())
-        self.changed.clear()
-        self.last_outcome = ""
+        # every object made here lives as long as the engine (see runtime.heap)
+        with collector_paused():
+            try:
+                snapshot = load_index(paths.index)
+            except BaseException:
+                self.close()
+                raise
+            self.last_event_id: str | None = snapshot.last_event_id
+            self.entries: dict[str, Entry] = {e.id: e for e in snapshot.entries}
+            self.texts = EntryTexts(self.entries.values())  # entry JSON kept between saves
+            self.lookup = Lookup()
+            for entry in self.entries.values():
+                self.lookup.add(entry)
+            # kept in step by insert, drop and a change of type: counted at every snapshot,
+            # a loop over every entry took 10-30 ms at 100k
+            self._by_type: Counter[str] = Counter(e.type for e in self.entries.values())
+            self.l2 = L2Layer(paths.l2_dir)
+            _, dropped = self._load_l2()
+            self.l1 = L1Registry(l1_dir, config.limits) if l1_dir is not None else None
+            self.l1_problems: list[L1Problem] = self.l1.reload_all() if self.l1 is not None else []
+            self.journal = Journal(paths.history, paths.archive)
+            self.saving = Saving(
+                paths,
+                self.journal,
+                self.texts,
+                self.entries,
+                clock,
+                self._snapshot,
+                autosave=autosave,
+                readonly=readonly,
+            )
+            if not readonly and snapshot.recovered_from is None:
+                self.saving.trim_journal(snapshot.stats)
+            self.saving.dirty = snapshot.recovered_from is not None or dropped
+            self.changed: dict[str, str] = {}
+            self.recall = Recall(self.counter)
+            for entry in [*self.entries.values(), *self.l2_entries.values()]:
+                self.touched(entry.id, "load")
+            self.recall.sync_l1(self.l1_items())
+            self.changed.clear()
+            self.last_outcome = ""
 
     # ---- lifecycle -------------------------------------------------------------------
     def close(self) -> None:
