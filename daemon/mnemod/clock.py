@@ -52,7 +52,10 @@ def parse_time(text: str, field_name: str = "time") -> datetime:
         raise InvalidInputError(field_name, f"not an ISO-8601 time: {text!r}") from exc
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    return truncate(moment.astimezone(UTC))
+    elif moment.tzinfo is not UTC:
+        moment = moment.astimezone(UTC)
+    # what this program wrote is whole milliseconds already (three times at each entry read)
+    return moment if moment.microsecond % 1000 == 0 else truncate(moment)
 
 
 def format_time(moment: datetime) -> str:

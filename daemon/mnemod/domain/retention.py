@@ -38,7 +38,10 @@ def is_expired(entry: Entry, now: datetime) -> bool:
 def retention_score(ttl: TTLConfig, entry: Entry, now: datetime) -> float:
     """importance × e^(−t/S) × (1 + 0.1 × accesses); S grows with the base TTL and accesses."""
     elapsed_days = max(0.0, (now - entry.last_accessed_at).total_seconds() / 86400)
-    stability_days = base_lifetime(ttl, entry.type, entry.importance).total_seconds() / 86400
+    # in float days, not via base_lifetime: timedelta × float took most of the hot layer's
+    # rebuild at 100,000 entries
+    stability_days = ttl.types[entry.type].total_seconds() / 86400
+    stability_days *= IMPORTANCE_FACTOR[entry.importance]
     stability_days *= 1 + 0.5 * math.log1p(entry.access_count)
     decay = math.exp(-elapsed_days / max(stability_days, 1e-6))
     return entry.importance * decay * (1 + 0.1 * entry.access_count)
