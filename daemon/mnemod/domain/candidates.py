@@ -11,7 +11,7 @@ from mnemod.domain.model import Entry
 Layer = Literal["l1", "l2", "l3"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Candidate:
     """What resolve needs to know of one memory (L1 item, L2 or L3 entry)."""
 

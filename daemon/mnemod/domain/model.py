@@ -17,7 +17,7 @@ DEFAULT_TYPES: tuple[str, ...] = ("context", "preference", "progress", "relation
 Layer = Literal["l1", "l2", "l3"]
 
 
-@dataclass
+@dataclass(slots=True)
 class Entry:
     """One memory. L3 entries live in index.json; promoted ones (L2) keep every field."""
 
