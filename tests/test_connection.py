@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import redis
 
@@ -17,9 +19,26 @@ def test_connect_unix_url(redis_server: str) -> None:
     client.close()
 
 
+def test_unix_url_relative_to_the_working_folder(
+    redis_server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`unix://.mnemod/redis/redis.sock`, as the README writes it, is a path from the
+    working folder, not a host `.mnemod`; credentials and options are kept."""
+    socket = Path(redis_server.removeprefix("unix://"))
+    monkeypatch.chdir(socket.parent.parent)
+    relative = f"{socket.parent.name}/{socket.name}"
+    client = connect(f"unix://{relative}")
+    assert client.connection_pool.connection_kwargs["path"] == str(socket)
+    assert client.ping()
+    client.close()
+    options = connect(f"unix://u:p@{relative}?db=2").connection_pool.connection_kwargs
+    assert (options["path"], options["db"], options["password"]) == (str(socket), 2, "p")
+
+
 def test_acl_user_and_password_in_url(redis_client: redis.Redis, redis_server: str) -> None:
-    redis_client.acl_setuser("agent", enabled=True, passwords=["+s3cret"], keys=["*"],
-                             commands=["+@all"])
+    redis_client.acl_setuser(
+        "agent", enabled=True, passwords=["+s3cret"], keys=["*"], commands=["+@all"]
+    )
     try:
         path = redis_server.removeprefix("unix://")
         good = connect(f"unix://agent:s3cret@{path}")

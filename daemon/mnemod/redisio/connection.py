@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
+from pathlib import Path
 
 import redis
 from redis.backoff import NoBackoff
@@ -42,7 +43,7 @@ def connect(url: str, socket_timeout: float | timedelta = 5.0, retries: int = 0)
     )
     try:
         return redis.Redis.from_url(
-            url,
+            absolute_socket_url(url),
             decode_responses=True,
             socket_timeout=seconds,
             socket_connect_timeout=seconds,
@@ -52,6 +53,19 @@ def connect(url: str, socket_timeout: float | timedelta = 5.0, retries: int = 0)
     except ValueError as exc:
         # redis-py's message may quote the URL: rebuild it without the password.
         raise InvalidInputError("redis.url", f"cannot use {redact_url(url)!r}") from exc
+
+
+def absolute_socket_url(url: str) -> str:
+    """`unix://.mnemod/redis/redis.sock` names a socket relative to the working folder, as
+    people write it; redis-py would take `.mnemod` for a host and connect to
+    `/redis/redis.sock`. Other URLs, and absolute paths (`unix:///…`), are left alone."""
+    if not url.startswith("unix://"):
+        return url
+    auth, at, location = url[len("unix://") :].rpartition("@")
+    if location.startswith("/") or not location:
+        return url
+    path, question, query = location.partition("?")
+    return f"unix://{auth}{at}{Path(path).absolute()}{question}{query}"
 
 
 def check_version(client: redis.Redis, url: str = "") -> tuple[int, int, int]:
