@@ -1,7 +1,8 @@
 """The agent examples of docs/agents.md, run as a user would against a real `mnemod run`:
 redis-cli, Python with `mnemod.client`, Python with plain redis-py, and Node.js with the
 `redis` npm package. Each example adds a memory, accesses it, resolves over RPC and reads
-the hot layer; each test then checks the effects in Redis.
+the hot layer; each test then checks the effects in Redis. The README's quick start runs
+verbatim too, from the folder `scripts/run` serves.
 
 The Node example needs node (18+) and npm: its dependencies are installed with `npm ci`
 into a temporary copy of examples/node, so the work tree is left alone.
@@ -132,3 +133,31 @@ def test_doc_shows_the_tested_code() -> None:
     }
     for path, block in blocks:
         assert block.strip() in (ROOT / path).read_text(), f"docs/agents.md differs from {path}"
+
+
+def readme_blocks() -> list[tuple[str, str]]:
+    """(language, code) of each block of the README's "Thirty seconds as an agent"."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Thirty seconds as an agent", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```(\w+)\n(.*?)```", section, re.S)
+
+
+def test_readme_quick_start_gives_the_memory_back(tmp_path: Path) -> None:
+    """Each way the README shows (redis-cli, the client, the files without a daemon) puts
+    the memory it adds into the context of the prompt it asks."""
+    blocks = readme_blocks()
+    assert [language for language, _ in blocks] == ["sh", "python", "python"]
+    (_, shell), (_, client_code), (_, files_code) = blocks
+    with managed(tmp_path) as factory:
+        served = factory.data_dir(".mnemod")  # the README's default data folder
+        proc = factory.daemon(served).start()
+        assert proc.url_from_stdout().endswith(".mnemod/redis/redis.sock")
+        proc.wait_log("daemon.running")
+        answer = run_example(["bash", "-c", shell], "", cwd=served.parent)
+        assert '"ok":true' in answer and "Asia/Taipei timezone" in answer
+        printed = run_example([sys.executable, "-c", client_code], "", cwd=served.parent)
+        assert printed.startswith("Memory:") and "Asia/Taipei timezone" in printed
+    alone = tmp_path / "no-daemon"
+    alone.mkdir()
+    printed = run_example([sys.executable, "-c", files_code], "", cwd=alone)
+    assert printed.startswith("Memory:") and "Asia/Taipei timezone" in printed
