@@ -28,6 +28,19 @@ def test_resolve_stays_within_budget_and_traces(tmp_path: Path) -> None:
     assert cat["access_count"] == 1  # resolve records accesses, as agents use it
 
 
+def test_resolve_prints_only_the_context_on_stdout(tmp_path: Path) -> None:
+    """What `mnemod resolve` writes to stdout is the text to prepend, nothing more; how much
+    it took goes to stderr."""
+    data = tmp_path / "data"
+    run(data, "add", "The cat is named Miso and sleeps on the sofa")
+    out = run(data, "resolve", "what is the cat called?", "--budget", "60")
+    assert out.returncode == 0, out.stderr
+    as_json = json.loads(run(data, "resolve", "what is the cat called?", "--json").stdout)
+    assert out.stdout == as_json["text"] + "\n"
+    assert "Miso" in out.stdout
+    assert out.stderr.strip() == f"mnemod: {as_json['tokens_used']} tokens, 1 item, 0 left out"
+
+
 def test_hook_prints_additional_context(tmp_path: Path) -> None:
     data = tmp_path / "data"
     (data / "l1").mkdir(parents=True)

@@ -63,11 +63,14 @@ def cmd_resolve(ctx: Context) -> int:
     if a.trace and not ctx.as_json:
         rows = [json.dumps(row, ensure_ascii=False) for row in payload.get("trace", [])]
         text = "\n".join([text, "", "# trace", *rows])
-    summary = (
-        f"# {payload['tokens_used']} tokens, {len(payload['items'])} items, "
-        f"{payload['dropped']} left out"
-    )
-    ctx.emit(payload, f"{text}\n{summary}" if text else summary)
+    ctx.emit(payload, text)
+    if not ctx.as_json:
+        # on stderr: stdout is exactly the context, to prepend or pipe into a prompt
+        count = len(payload["items"])
+        sys.stderr.write(
+            f"mnemod: {payload['tokens_used']} tokens, {count} item{'' if count == 1 else 's'}, "
+            f"{payload['dropped']} left out\n"
+        )
     return 0
 
 
