@@ -12,8 +12,8 @@ import unicodedata
 from collections.abc import Iterable
 
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*", re.UNICODE)
-# distinct words whose terms are remembered (a few MB at most; the least recent go first)
-WORDS_CACHED = 1 << 15
+# distinct words whose terms are remembered (under 2 MB when full; the least recent go first)
+WORDS_CACHED = 1 << 14
 
 STOPWORDS = frozenset(
     [
