@@ -10,6 +10,7 @@ into a temporary copy of examples/node, so the work tree is left alone.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -161,3 +162,30 @@ def test_readme_quick_start_gives_the_memory_back(tmp_path: Path) -> None:
     alone.mkdir()
     printed = run_example([sys.executable, "-c", files_code], "", cwd=alone)
     assert printed.startswith("Memory:") and "Asia/Taipei timezone" in printed
+
+
+def test_redis_keys_doc_examples_work(tmp_path: Path) -> None:
+    """docs/redis-keys.md's agent operations and its resolve over the rpc stream, run as
+    written (its `r` alias made a function): the memory added is in the answer, its keyword
+    set is there, and only the made-up id of the examples reaches the dead letters."""
+    if shutil.which("redis-cli") is None:
+        pytest.fail("redis-cli is not on PATH (Debian/Ubuntu: apt-get install -y redis-tools)")
+    text = (ROOT / "docs" / "redis-keys.md").read_text()
+    blocks = dict(re.findall(r"## ([^\n]+)\n.*?```sh\n(.*?)```", text, re.S))
+    with managed(tmp_path) as factory:
+        served = factory.data_dir(".mnemod")
+        proc = factory.daemon(served).start()
+        url = proc.url_from_stdout()
+        proc.wait_log("daemon.running")
+        prelude = 'r() { redis-cli -s .mnemod/redis/redis.sock "$@"; }\n'
+        script = prelude + blocks["Agent operations"] + "sleep 1\n"
+        script += blocks["Resolve over the rpc stream"]
+        script += "r SMEMBERS 'mnemod:{default}:kw:timezone'\n"
+        output = run_example(["bash", "-c", script], url, cwd=served.parent)
+        answer = next(line for line in output.splitlines() if line.startswith('{"id":"1'))
+        assert "User prefers the Asia/Taipei timezone" in json.loads(answer)["text"]
+        with Client(url) as memory:
+            item = memory.get("user.tz")
+            assert item is not None and item["id"] in output.splitlines()
+            dead = memory.redis.xrange(memory.keys.dead)
+            assert dead and all("01J9Z3TQ6N8W0K4S2V5XH7C1RB" in f["data"] for _, f in dead)
