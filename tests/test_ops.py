@@ -10,6 +10,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import redis
+
 from daemon_proc import DaemonFactory
 from helpers import run_cli, wait_until
 
@@ -58,6 +60,24 @@ def test_doctor_names_a_killed_daemon_on_a_live_redis(
     report = cli(data, "doctor", "--redis-url", redis_server, expect=1).stdout
     assert "OK    redis" in report
     assert f"FAIL  daemon       daemon process {proc.pid} is gone" in report
+
+
+def test_doctor_reaches_a_socket_that_asks_for_a_password(
+    tmp_path: Path, redis_server: str, redis_client: redis.Redis
+) -> None:
+    """A configured `unix://user:password@/path` is tried like any URL (it was taken for a
+    socket path named `user:password@/path`, which never exists, so "unreachable")."""
+    redis_client.acl_setuser(
+        "agent", enabled=True, passwords=["+s3cret"], keys=["*"], commands=["+@all"]
+    )
+    try:
+        url = f"unix://agent:s3cret@{redis_server.removeprefix('unix://')}"
+        report = cli(tmp_path / "data", "doctor", "--redis-url", url, expect=1).stdout
+        assert "OK    redis" in report
+        assert "FAIL  daemon" in report  # none has run: the one failing check
+        assert "s3cret" not in report
+    finally:
+        redis_client.acl_deluser("agent")
 
 
 def test_status_and_cli_changes_through_the_daemon(daemons: DaemonFactory) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -35,10 +34,9 @@ def redis_url(ctx: Context) -> str:
 
 def connect_quietly(ctx: Context) -> redis.Redis | None:
     """A client of the daemon's Redis, or None when nothing answers there."""
-    url = redis_url(ctx)
-    if url.startswith("unix://") and not Path(url[len("unix://") :]).exists():
-        return None
-    client = connect(url, socket_timeout=2.0)
+    if not ctx.config.redis.url and not socket_path_for(ctx.data_dir / "redis").exists():
+        return None  # the embedded server is not running
+    client = connect(redis_url(ctx), socket_timeout=2.0)
     try:
         client.ping()
     except redis.RedisError:
