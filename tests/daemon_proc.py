@@ -74,10 +74,12 @@ class DaemonProc:
         redis_url: str | None = None,
         config: Path | None = None,
         env: dict[str, str] | None = None,
+        namespace: str = "default",
     ) -> None:
         self.data_dir = data_dir
         self.redis_url = redis_url
         self.config = config
+        self.namespace = namespace
         self.env = clean_environ(env or {})
         self.stdout_path = logs_dir / f"{name}.out"
         self.stderr_path = logs_dir / f"{name}.log"
@@ -90,6 +92,8 @@ class DaemonProc:
             args += ["--redis-url", self.redis_url]
         if self.config is not None:
             args += ["--config", str(self.config)]
+        if self.namespace != "default":
+            args += ["--namespace", self.namespace]
         # append: a restarted daemon keeps the earlier runs' output for the post-mortem
         with self.stdout_path.open("ab") as out, self.stderr_path.open("ab") as err:
             self.process = subprocess.Popen(

@@ -171,6 +171,36 @@ def malformed_events(count: int, max_bytes: int) -> list[tuple[dict[str, str], s
     return [kinds[n % len(kinds)] for n in range(count)]
 
 
+def test_daemons_of_two_namespaces_share_the_embedded_server(daemons: DaemonFactory) -> None:
+    """The daemon that started the folder's redis-server stops first: the other namespace's
+    daemon keeps its Redis. When the server dies anyway (kill -9), that daemon starts it
+    again and its agents go on writing; the events queued before are kept."""
+    data = daemons.data_dir()
+    first = daemons.daemon(data).start()
+    url = first.url_from_stdout()
+    first.wait_log("daemon.running")
+    second = daemons.daemon(data, namespace="alice").start()
+    second.wait_log("daemon.running")
+    with MemoryClient(url, namespace="alice") as alice:
+        alice.add("Alice drinks green tea", wait=10)
+        first.signal(signal.SIGTERM)
+        assert first.wait_exit() == 0
+        assert first.count_events("redis.embedded.left_running") == 1
+        assert "green tea" in alice.resolve("what does Alice drink?")["text"]
+
+        server = int((data / "redis" / "redis.pid").read_text())
+        os.kill(server, signal.SIGKILL)
+        wait_until(lambda: not alive(server), timeout=10)
+        second.wait_log("redis.embedded.revived", timeout=30)
+        alice.add("Alice walks to work", wait=20)
+        assert "walks" in alice.resolve("how does Alice get to work?")["text"]
+    assert second.running()
+    assert [e["content"] for e in index_entries(data, "alice")] == [
+        "Alice drinks green tea",
+        "Alice walks to work",
+    ]
+
+
 def test_malformed_events_go_to_dead_letter(daemons: DaemonFactory) -> None:
     data, client = start_embedded(daemons, env={"MNEMOD_LIMITS_MAX_CONTENT_BYTES": "2048"})
     proc = daemons.daemons[0]

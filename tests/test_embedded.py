@@ -17,7 +17,12 @@ from daemon_proc import alive
 from helpers import wait_until
 from mnemod.errors import RedisUnavailableError
 from mnemod.redisio.connection import connect
-from mnemod.redisio.embedded import MAX_SOCKET_PATH, EmbeddedRedis, socket_path_for
+from mnemod.redisio.embedded import (
+    DAEMON_CLIENT,
+    MAX_SOCKET_PATH,
+    EmbeddedRedis,
+    socket_path_for,
+)
 
 CRASHING_OWNER = """
 import sys, time
@@ -31,8 +36,9 @@ time.sleep(600)
 
 def start_and_crash_owner(folder: Path) -> tuple[str, int]:
     """Start the server from a child process, then kill -9 that process (the 'daemon')."""
-    owner = subprocess.Popen([sys.executable, "-c", CRASHING_OWNER, str(folder)],
-                             stdout=subprocess.PIPE, text=True)
+    owner = subprocess.Popen(
+        [sys.executable, "-c", CRASHING_OWNER, str(folder)], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert owner.stdout is not None
         line = next(x for x in owner.stdout if x.startswith("READY"))  # log lines come first
@@ -100,6 +106,42 @@ def test_reuses_the_server_left_by_a_crashed_owner(tmp_path: Path, orphans: list
     client.close()
     server.stop()
     wait_until(lambda: not alive(pid))
+
+
+def test_a_server_another_daemon_uses_is_left_running(tmp_path: Path, orphans: list[int]) -> None:
+    """Daemons of two namespaces share one folder's server: whichever stops first leaves it
+    to the other (connected under a daemon's client name); the last one shuts it down."""
+    first, second = EmbeddedRedis(tmp_path), EmbeddedRedis(tmp_path)
+    first.start()
+    assert first.pid is not None
+    orphans.append(first.pid)
+    assert second.start() == first.url and second.reused
+    other = connect(second.url, name=f"{DAEMON_CLIENT}alice:host:1:a")
+    assert other.ping()
+    with capture_logs() as logs:
+        first.release()
+    assert other.ping()
+    assert [e["used_by"] for e in logs if e["event"] == "redis.embedded.left_running"] == [
+        [f"{DAEMON_CLIENT}alice:host:1:a"]
+    ]
+    other.close()
+    second.release()
+    wait_until(lambda: not alive(orphans[0]))
+
+
+def test_revive_starts_a_server_that_is_gone(tmp_path: Path) -> None:
+    """Stopped under a daemon (by another one, or a crash): `revive` starts it again, with
+    what its append-only file holds; a live server is left alone."""
+    with EmbeddedRedis(tmp_path) as server:
+        client = connect(server.url)
+        client.xadd("mnemod:{ns}:events", {"op": "add", "data": "{}"})
+        assert server.revive() is False  # alive: nothing to do
+        client.shutdown()  # as the daemon of another namespace would
+        with pytest.raises(redis.ConnectionError):
+            client.ping()
+        assert server.revive() is True
+        assert client.xlen("mnemod:{ns}:events") == 1  # a new connection, the same data
+        client.close()
 
 
 def test_stale_pidfile_and_socket_are_cleaned(tmp_path: Path) -> None:

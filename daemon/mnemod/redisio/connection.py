@@ -27,9 +27,12 @@ MIN_VERSION = (6, 2, 0)
 SCHEMES = ("redis://", "rediss://", "unix://")
 
 
-def connect(url: str, socket_timeout: float | timedelta = 5.0, retries: int = 0) -> redis.Redis:
+def connect(
+    url: str, socket_timeout: float | timedelta = 5.0, retries: int = 0, name: str | None = None
+) -> redis.Redis:
     """A client for `url` (redis://, rediss://, unix://, with `user:password@`), decoding
-    responses to str. redis-py connects lazily: the first command reports an outage.
+    responses to str, its connections named `name` (CLIENT SETNAME) if given. redis-py
+    connects lazily: the first command reports an outage.
 
     redis-py's own retries are off by default (`retries=0`): a command is never silently
     re-sent (an XADD could land twice) and an outage surfaces at once, to be waited out with
@@ -49,6 +52,7 @@ def connect(url: str, socket_timeout: float | timedelta = 5.0, retries: int = 0)
             socket_connect_timeout=seconds,
             health_check_interval=30,
             retry=Retry(NoBackoff(), retries),
+            client_name=name,
         )
     except ValueError as exc:
         # redis-py's message may quote the URL: rebuild it without the password.

@@ -6,6 +6,10 @@ queued survive a restart of the daemon or of Redis. If the daemon died and left 
 redis-server running, the next start reuses it (the queued events are in it); a stale
 pidfile or socket is cleaned up so orphans never pile up. The test suite runs on this same
 code, so the embedded default is exercised on every test run.
+
+Daemons of several namespaces on one data folder share the server: each connects under a
+name starting with `DAEMON_CLIENT`, the last one to stop shuts it down, and one whose
+server went away anyway (stopped, crashed, killed) starts it again (`revive`).
 """
 
 from __future__ import annotations
@@ -36,6 +40,14 @@ log = structlog.get_logger("mnemod.redis")
 
 MAX_SOCKET_PATH = 103
 """sun_path holds 108 bytes on Linux and 104 on macOS, both with a trailing NUL."""
+
+DAEMON_CLIENT = "mnemod-daemon:"
+"""The start of the client name a daemon connects under (CLIENT SETNAME): a server that one
+of them still uses is left running when another stops."""
+
+_OUTLIVING: list[subprocess.Popen[bytes]] = []
+"""Servers this process started and left running for another daemon: never waited for
+here, and kept referenced so that Python does not warn about it."""
 
 INSTALL_HINT = (
     "install redis-server (Debian/Ubuntu/Raspberry Pi OS: apt-get install redis-server; "
@@ -98,6 +110,32 @@ class EmbeddedRedis:
             self._write_config()
             self._spawn(executable)
         return self.url
+
+    def revive(self) -> bool:
+        """Start the server again when its process is gone (another daemon on this folder
+        stopped it, it crashed or was killed); True when one was started or adopted. A live
+        server that is merely slow to answer is left alone."""
+        pid = self._pidfile_pid()
+        if pid is not None and _is_redis_process(pid, Path(self.binary).name):
+            return False
+        if self._process is not None:
+            self._process.poll()  # ours and gone: reap it
+            self._process = None
+        self.start()
+        return True
+
+    def release(self) -> None:
+        """A daemon's stop: `stop`, unless the daemon of another namespace still uses the
+        server, which then stays up for it."""
+        users = self._daemons_connected() if self.pid is not None else []
+        if not users:
+            self.stop()
+            return
+        log.info("redis.embedded.left_running", pid=self.pid, used_by=users)
+        if self._process is not None:
+            _OUTLIVING.append(self._process)
+        self.pid = None
+        self._process = None
 
     def stop(self) -> None:
         """SHUTDOWN (the AOF is flushed), wait for the process, kill it if it hangs."""
@@ -162,6 +200,16 @@ class EmbeddedRedis:
         if Path(str(folder)).resolve() != self.folder.resolve():
             return None  # some other server took the socket name: not ours to adopt
         return int(info["process_id"])
+
+    def _daemons_connected(self) -> list[str]:
+        """Names of the daemons connected now (this process has closed its own clients)."""
+        try:
+            with self._client(timeout=2.0) as client:
+                listed = client.client_list()
+        except (redis.RedisError, OSError):
+            return []
+        names = (str(entry.get("name", "")) for entry in listed)
+        return sorted({name for name in names if name.startswith(DAEMON_CLIENT)})
 
     def _pidfile_pid(self) -> int | None:
         try:

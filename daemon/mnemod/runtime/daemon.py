@@ -25,7 +25,7 @@ from mnemod.config import Config, load_config, redact_url
 from mnemod.errors import ConfigError, LockedError, MnemodError
 from mnemod.processes import owner_id, owner_is_gone
 from mnemod.redisio.connection import Backoff, check_version, connect
-from mnemod.redisio.embedded import EmbeddedRedis
+from mnemod.redisio.embedded import DAEMON_CLIENT, EmbeddedRedis
 from mnemod.redisio.keys import Keys
 from mnemod.redisio.lease import Lease
 from mnemod.runtime.commands import Command, CommandQueue
@@ -89,6 +89,7 @@ class Daemon:
         self.metrics = Metrics()
         self.notifier = Notifier.from_environ()
         self.url = ""
+        self.embedded: EmbeddedRedis | None = None  # the embedded default, when in use
 
     # ---- called from signal handlers: only set flags ----------------------------------
     def request_stop(self) -> None:
@@ -103,7 +104,11 @@ class Daemon:
         with ExitStack() as stack:
             stack.callback(self._set_state, State.STOPPED)
             self.url = self._redis_url(stack)
-            client = connect(self.url, self.config.redis.socket_timeout)
+            client = connect(
+                self.url,
+                self.config.redis.socket_timeout,
+                name=f"{DAEMON_CLIENT}{self.options.namespace}:{self.owner}",
+            )
             stack.callback(client.close)
             self._wait_for_redis(client)
             if self.stop_requested.is_set():
@@ -145,7 +150,8 @@ class Daemon:
             socket_perm=self.config.redis.socket_perm,
         )
         url = embedded.start()
-        stack.callback(embedded.stop)
+        stack.callback(embedded.release)
+        self.embedded = embedded
         log.info("redis.embedded", url=url, reused=embedded.reused)
         print(f"mnemod: agents connect to {url}  (redis-cli -s {embedded.socket_path})", flush=True)  # noqa: T201
         return url
@@ -159,6 +165,7 @@ class Daemon:
                 log.warning(
                     "redis.unavailable", error=str(exc), retry_in=round(backoff.next_delay(), 2)
                 )
+                self._revive_embedded()
                 backoff.wait()
                 continue
             log.info("redis.connected", version=".".join(map(str, version)))
@@ -175,6 +182,7 @@ class Daemon:
                     return True
             except REDIS_ERRORS as exc:
                 log.warning("redis.unavailable", error=type(exc).__name__)
+                self._revive_embedded()
             if not announced:
                 log.info("lease.standby", namespace=self.options.namespace, holder=lease.holder())
                 self.notifier.ready("standby: another daemon leads this namespace")
@@ -289,11 +297,23 @@ class Daemon:
                     error=type(exc).__name__,
                     retry_in=round(backoff.next_delay(), 2),
                 )
+                self._revive_embedded()
                 backoff.wait()
                 continue
             if ping_every is not None and time.monotonic() - last_ping >= ping_every:
                 self.notifier.watchdog()
                 last_ping = time.monotonic()
+
+    def _revive_embedded(self) -> None:
+        """The embedded server went away under us (the daemon of another namespace on this
+        folder stopped it, or it crashed): start it again, from its append-only file."""
+        if self.embedded is None:
+            return
+        try:
+            if self.embedded.revive():
+                log.warning("redis.embedded.revived", pid=self.embedded.pid)
+        except MnemodError as exc:
+            log.error("redis.embedded.revive_failed", error=str(exc))
 
     def _recover_lost_data(self, parts: Leading) -> None:
         """Redis lost its data (FLUSHALL, a restart without persistence): take the lease
