@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from mnemod.config import DedupConfig
 from mnemod.domain.dedup import merge_groups
 from mnemod.domain.keywords import extract_keywords, jaccard
 from mnemod.domain.merge import merge_into
@@ -25,11 +26,25 @@ def test_keywords_are_unicode_aware() -> None:
         "café",
         "est",
         "naïve",
-        "日本語",
+        "日本",
+        "本語",
     ]
     assert "caf" not in extract_keywords("café")
     assert extract_keywords("User likes TypeScript") == ["user", "like", "typescript"]
     assert extract_keywords("the THE The") == []
+
+
+def test_unspaced_scripts_become_character_pairs() -> None:
+    """Chinese, Japanese and Korean runs are indexed as overlapping pairs, so that a
+    sentence is not one word; other words in the same text stay words."""
+    assert extract_keywords("使用者喜歡喝烏龍茶") == [
+        "使用", "用者", "者喜", "喜歡", "歡喝", "喝烏", "烏龍", "龍茶"
+    ]  # fmt: skip
+    assert extract_keywords("iPhone手機殼 and 茶") == ["iphone", "手機", "機殼", "茶"]
+    assert extract_keywords("東京タワー") == ["東京", "京タ", "タワ", "ワー"]
+    same = jaccard(extract_keywords("使用者喜歡喝烏龍茶"), extract_keywords("使用者很喜歡喝烏龍茶"))
+    other = jaccard(extract_keywords("使用者喜歡喝烏龍茶"), extract_keywords("使用者住在台北市"))
+    assert same >= DedupConfig().threshold > other
 
 
 def test_typescript_pair_passes_default_threshold() -> None:

@@ -50,6 +50,19 @@ def test_typescript_dedup_returns_the_survivor(store: mnemod.Store, clock: Fixed
     assert len(second.merged_from) == 1
 
 
+def test_chinese_and_japanese_memories_are_found_and_deduplicated(store: mnemod.Store) -> None:
+    """Memories in unspaced scripts are matched by their words, not as whole sentences."""
+    tea = store.add("使用者喜歡喝烏龍茶")
+    store.add("使用者住在台北市大安區")
+    store.add("東京タワーに行きたい")
+    store.add("The user's dog is called Bao")
+    again = store.add("使用者很喜歡喝烏龍茶")  # the same fact, worded a little differently
+    assert again.id == tea.id and again.content == "使用者很喜歡喝烏龍茶"
+    first = store.resolve("使用者喜歡喝什麼茶？", budget=100).items[0]
+    assert first.content == "使用者很喜歡喝烏龍茶"
+    assert "東京タワーに行きたい" in store.resolve("東京で何をしたい？", budget=100).text
+
+
 def test_different_types_are_not_merged(store: mnemod.Store) -> None:
     store.add("User likes TypeScript", type="context")
     store.add("User likes TypeScript", type="preference")

@@ -1,7 +1,10 @@
 """Keyword extraction: Unicode-aware words, casefolded, stopwords out, a light plural stemmer.
 
 Used for dedup (keyword-set Jaccard) and as the terms of the BM25 index, so both agree on
-what a word is. "café" stays "café"; "naïve" and "日本語" are words too.
+what a word is. "café" stays "café"; "naïve" is a word too. Chinese, Japanese and Korean
+write no spaces between words, so a run of their characters becomes its overlapping
+character pairs ("烏龍茶" → "烏龍", "龍茶"), as search engines index them: a whole sentence
+would otherwise be one word that no question ever matches.
 """
 
 from __future__ import annotations
@@ -12,6 +15,13 @@ import unicodedata
 from collections.abc import Iterable
 
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*", re.UNICODE)
+# Han (with extensions and compatibility forms), kana and Hangul: scripts written unspaced
+_CJK = (
+    "\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
+    "\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003134f"
+)
+_CJK_CHAR = re.compile(f"[{_CJK}]")
+_CJK_SPLIT = re.compile(f"([{_CJK}]+)")
 # distinct words whose terms are remembered (under 2 MB when full; the least recent go first)
 WORDS_CACHED = 1 << 14
 
@@ -230,7 +240,37 @@ def stem(word: str) -> str:
 def terms(text: str) -> list[str]:
     """Every content term of `text` in order, duplicates kept (for term frequencies)."""
     normalized = unicodedata.normalize("NFC", text).casefold().replace("’", "'")
-    return [term for term in map(term_of, _WORD.findall(normalized)) if term]
+    if _CJK_CHAR.search(normalized) is None:  # one scan of the text, not one per word
+        return [term for term in map(term_of, _WORD.findall(normalized)) if term]
+    found: list[str] = []
+    for word in _WORD.findall(normalized):
+        if _CJK_CHAR.search(word) is None:
+            term = term_of(word)
+            if term:
+                found.append(term)
+        else:
+            found.extend(unspaced_terms(word))
+    return found
+
+
+@functools.lru_cache(maxsize=WORDS_CACHED)
+def unspaced_terms(word: str) -> tuple[str, ...]:
+    """The terms of a word holding CJK characters: each run of them as its overlapping
+    character pairs (a lone character as itself), the rest as ordinary words
+    ("iphone手機殼" → "iphone", "手機", "機殼")."""
+    out: list[str] = []
+    for part in _CJK_SPLIT.split(word):
+        if not part:
+            continue
+        if _CJK_CHAR.match(part) is None:
+            term = term_of(part)
+            if term:
+                out.append(term)
+        elif len(part) == 1:
+            out.append(part)
+        else:
+            out.extend(part[i : i + 2] for i in range(len(part) - 1))
+    return tuple(out)
 
 
 @functools.lru_cache(maxsize=WORDS_CACHED)
