@@ -253,11 +253,11 @@ def terms(text: str) -> list[str]:
     return found
 
 
-@functools.lru_cache(maxsize=WORDS_CACHED)
-def unspaced_terms(word: str) -> tuple[str, ...]:
+def unspaced_terms(word: str) -> list[str]:
     """The terms of a word holding CJK characters: each run of them as its overlapping
     character pairs (a lone character as itself), the rest as ordinary words
-    ("iphone手機殼" → "iphone", "手機", "機殼")."""
+    ("iphone手機殼" → "iphone", "手機", "機殼"). Not cached: such a "word" is often a
+    whole sentence, seldom seen twice."""
     out: list[str] = []
     for part in _CJK_SPLIT.split(word):
         if not part:
@@ -270,7 +270,7 @@ def unspaced_terms(word: str) -> tuple[str, ...]:
             out.append(part)
         else:
             out.extend(part[i : i + 2] for i in range(len(part) - 1))
-    return tuple(out)
+    return out
 
 
 @functools.lru_cache(maxsize=WORDS_CACHED)
