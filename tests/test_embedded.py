@@ -79,6 +79,16 @@ def test_start_listens_only_on_a_private_unix_socket(tmp_path: Path) -> None:
     assert not (tmp_path / "redis.pid").exists()
 
 
+def test_a_folder_with_spaces_and_quotes_in_its_name(tmp_path: Path) -> None:
+    """`~/My Projects/agent` is a folder people have: its paths reach redis.conf quoted."""
+    folder = tmp_path / 'My "odd" Projects' / "redis"
+    with EmbeddedRedis(folder) as server:
+        client = connect(server.url)
+        assert client.ping()
+        assert client.config_get("dir")["dir"] == str(folder)
+        client.close()
+
+
 def test_events_survive_a_restart(tmp_path: Path) -> None:
     with EmbeddedRedis(tmp_path) as server:
         client = connect(server.url)

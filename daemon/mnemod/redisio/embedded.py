@@ -240,12 +240,12 @@ class EmbeddedRedis:
         lines = [
             "# Written by mnemod at every start of its embedded redis-server; edits are lost.",
             "port 0",
-            f"unixsocket {self.socket_path}",
+            f"unixsocket {_quoted(self.socket_path)}",
             f"unixsocketperm {self.socket_perm:o}",
             "daemonize no",
-            f"pidfile {self.pidfile}",
-            f"dir {self.folder}",
-            f"logfile {self.logfile}",
+            f"pidfile {_quoted(self.pidfile)}",
+            f"dir {_quoted(self.folder)}",
+            f"logfile {_quoted(self.logfile)}",
             "appendonly yes",
             "appendfsync everysec",
             'save ""',
@@ -321,6 +321,13 @@ def socket_path_for(folder: Path) -> Path:
         return preferred
     digest = hashlib.sha256(os.fsencode(Path(folder).absolute())).hexdigest()[:16]
     return Path(tempfile.gettempdir()) / f"mnemod-{digest}.sock"
+
+
+def _quoted(path: Path) -> str:
+    """A path as a redis.conf value: quoted, so that a folder with spaces (`My Projects`)
+    or quotes in its name is one argument and not a fatal config error."""
+    escapes = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+    return '"' + "".join(escapes.get(char, char) for char in str(path)) + '"'
 
 
 def _signal(pid: int, signum: signal.Signals) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 import math
 import os
+import shlex
 import threading
 import time
 from contextlib import ExitStack
@@ -153,7 +154,8 @@ class Daemon:
         stack.callback(embedded.release)
         self.embedded = embedded
         log.info("redis.embedded", url=url, reused=embedded.reused)
-        print(f"mnemod: agents connect to {url}  (redis-cli -s {embedded.socket_path})", flush=True)  # noqa: T201
+        socket = shlex.quote(str(embedded.socket_path))  # pasted into a shell as printed
+        print(f"mnemod: agents connect to {url}  (redis-cli -s {socket})", flush=True)  # noqa: T201
         return url
 
     def _wait_for_redis(self, client: redis.Redis) -> None:
