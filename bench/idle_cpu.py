@@ -2,12 +2,13 @@
 with the default config, let it settle, then read utime+stime from /proc/<pid>/stat over a
 quiet window. Prints CPU seconds used and the share of one core (Linux only).
 
-    python bench/idle_cpu.py [--seconds 10] [--settle 3]
+    python bench/idle_cpu.py [--seconds 10] [--settle 3] [--out bench/results/idle_cpu.json]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import subprocess
@@ -15,6 +16,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def cpu_seconds(pid: int) -> float:
@@ -27,6 +30,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=10.0, help="length of the idle window")
     parser.add_argument("--settle", type=float, default=3.0, help="wait after start-up")
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "idle_cpu.json"))
     args = parser.parse_args()
     env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOD_")}
     env["MNEMOD_LOG_FORMAT"] = "json"
@@ -46,6 +50,11 @@ def main() -> int:
                 f"idle CPU over {wall:.1f} s: {used:.3f} s of CPU = {100 * used / wall:.2f} % "
                 f"of one core (pid {proc.pid})"
             )
+            out = Path(args.out)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            row = {"seconds": round(wall, 2), "cpu_s": round(used, 4)}
+            out.write_text(json.dumps({**row, "percent": round(100 * used / wall, 3)}, indent=2))
+            print(f"written to {out}")
         finally:
             proc.send_signal(signal.SIGTERM)
             code = proc.wait(timeout=30)

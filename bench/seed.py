@@ -4,25 +4,32 @@
 pricing), 450 cold history notes; one billing/pricing prompt at a 4,000-token budget.
 Prints the naive cost (every memory concatenated) against what resolve injects (framing
 counted), the share saved, and whether every warm item whose trigger matches got in.
-The set is generated here from a fixed seed: no data file.
+The set is generated here from a fixed seed: no data file. The memories go through the
+public API as a library user stores them (`mnemod.open`, `Store.add`, `Store.resolve`) in
+a temporary folder, with dedup limited to identical keyword sets so that all 500 stay.
 
-    python bench/seed.py [--seed 7] [--budget 4000]
+    python bench/seed.py [--seed 7] [--budget 4000] [--out bench/results/seed.json]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import random
+import re
 import sys
+import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any, NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "daemon"))
 
-from mnemod.domain.candidates import Candidate  # noqa: E402
-from mnemod.domain.resolve import Resolver  # noqa: E402
+import mnemod  # noqa: E402
 from mnemod.tokens import token_counter  # noqa: E402
+
+CONFIG = {"ttl": {"context": "3650d"}, "dedup": {"threshold": 1.0}}
 
 PROMPT = "Why did the customer's invoice go up after the pricing change to the annual plan?"
 
@@ -101,23 +108,20 @@ BILLING_DETAILS = (
 )
 
 
-def build(rng: random.Random, start: datetime) -> list[Candidate]:
-    items: list[Candidate] = []
+class Memory(NamedTuple):
+    key: str
+    content: str
+    tier: str
+    triggers: tuple[str, ...]
+    created_at: datetime
+    importance: int
+
+
+def build(rng: random.Random, start: datetime) -> list[Memory]:
+    items: list[Memory] = []
 
     def add(content: str, tier: str, triggers: tuple[str, ...], when: datetime, imp: int) -> None:
-        items.append(
-            Candidate(
-                id=f"m{len(items):03d}",
-                layer="l3",
-                type="context",
-                content=content,
-                created_at=when,
-                last_accessed_at=when,
-                importance=imp,
-                tier=tier,
-                triggers=triggers,
-            )
-        )
+        items.append(Memory(f"m{len(items):03d}", content, tier, triggers, when, imp))
 
     for fact in HOT:
         add(fact, "hot", (), start, 5)
@@ -139,31 +143,75 @@ def build(rng: random.Random, start: datetime) -> list[Candidate]:
     return items
 
 
+def measure(items: list[Memory], budget: int, now: datetime) -> dict[str, Any]:
+    """Store the set, resolve the prompt once, and compare with the naive cost."""
+    with tempfile.TemporaryDirectory(prefix="mnemod-seed-") as folder:
+        store = mnemod.open(folder, config=CONFIG)
+        try:
+            with store.engine.batch():  # one save at the end, not one per add
+                for item in items:
+                    store.add(
+                        item.content,
+                        importance=item.importance,
+                        key=item.key,
+                        tier=item.tier,
+                        triggers=list(item.triggers),
+                        created_at=item.created_at,
+                    )
+            stored = len(store.list())
+            result = store.resolve(PROMPT, budget=budget, now=now)
+        finally:
+            store.close()
+    naive = token_counter("cl100k_base").count("\n".join(item.content for item in items))
+    selected = {item.key for item in result.items}
+    matching = [
+        m.key
+        for m in items
+        if m.tier == "warm" and any(re.search(t, PROMPT, re.IGNORECASE) for t in m.triggers)
+    ]
+    return {
+        "memories": len(items),
+        "stored": stored,
+        "budget": budget,
+        "naive_tokens": naive,
+        "selected_tokens": result.tokens_used,
+        "saved": round(1 - result.tokens_used / naive, 4),
+        "hot_in": sum(1 for m in items if m.tier == "hot" and m.key in selected),
+        "warm_matching": len(matching),
+        "warm_matching_in": sum(1 for key in matching if key in selected),
+        "items_selected": len(result.items),
+        "left_out": result.dropped,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--budget", type=int, default=4000)
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "seed.json"))
     args = parser.parse_args(argv)
-    counter = token_counter("cl100k_base")
     items = build(random.Random(args.seed), datetime(2024, 1, 1, tzinfo=UTC))
-    resolver = Resolver(counter)
-    for item in items:
-        resolver.upsert(item)
-    now = datetime(2024, 6, 1, tzinfo=UTC)
-    result = resolver.resolve(PROMPT, args.budget, now)
-    naive = counter.count("\n".join(item.content for item in items))
-    selected = {item.id for item in result.items}
-    matching = [c for c in items if c.tier == "warm" and resolver.triggers_match(c, PROMPT)]
-    hot_in = sum(1 for c in items if c.tier == "hot" and c.id in selected)
-    saved = 1 - result.tokens_used / naive
-    print(f"memories: {len(items)} (5 hot, 45 warm, 450 cold); budget {args.budget}")
-    print(f"naive tokens (all memories concatenated): {naive}")
-    print(f"selected tokens (framing counted):        {result.tokens_used}")
-    print(f"saved: {saved:.1%}")
-    print(f"hot facts in: {hot_in}/5")
-    print(f"matching warm items in: {sum(c.id in selected for c in matching)}/{len(matching)}")
-    print(f"items selected: {len(result.items)}, left out: {result.dropped}")
-    ok = saved >= 0.89 and all(c.id in selected for c in matching) and hot_in == 5
+    row = measure(items, args.budget, datetime(2024, 6, 1, tzinfo=UTC))
+    print(
+        f"memories: {row['stored']} of {row['memories']} (5 hot, 45 warm, 450 cold); "
+        f"budget {row['budget']}"
+    )
+    print(f"naive tokens (all memories concatenated): {row['naive_tokens']}")
+    print(f"selected tokens (framing counted):        {row['selected_tokens']}")
+    print(f"saved: {row['saved']:.1%}")
+    print(f"hot facts in: {row['hot_in']}/5")
+    print(f"matching warm items in: {row['warm_matching_in']}/{row['warm_matching']}")
+    print(f"items selected: {row['items_selected']}, left out: {row['left_out']}")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"seed": args.seed, "prompt": PROMPT, **row}, indent=2))
+    print(f"written to {out}")
+    ok = (
+        row["saved"] >= 0.89
+        and row["warm_matching_in"] == row["warm_matching"]
+        and row["hot_in"] == 5
+        and row["stored"] == row["memories"]
+    )
     return 0 if ok else 1
 
 
