@@ -4,6 +4,7 @@ redis-server, with the index write held or failed on purpose."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -183,6 +184,33 @@ def agent_adds_a_fact(writer: Writer, redis_server: str) -> str:
 
 def ask(client: redis.Redis, prompt: str, reply_to: str) -> None:
     client.xadd(KEYS.rpc, {"op": "resolve", "prompt": prompt, "reply_to": reply_to})
+
+
+def test_a_request_redis_refuses_to_serve_never_stops_the_writer(
+    writer: Writer, redis_server: str, redis_client: redis.Redis
+) -> None:
+    """A `reply_to` that holds another type of key made RPUSH fail and took the daemon
+    down (and again at each restart: the request stayed pending). Now the request is kept
+    in the dead letters and acknowledged, the agent's key is left as it was (no expiry set
+    on it), and a session ledger of the wrong type gets an error answer."""
+    agent_adds_a_fact(writer, redis_server)
+    redis_client.hset("agent:state", "step", "3")
+    ask(redis_client, "what about Taipei?", "agent:state")
+    redis_client.set(f"{KEYS.sessions('s1')}", "not a set")
+    redis_client.xadd(
+        KEYS.rpc, {"op": "resolve", "prompt": "Taipei?", "session": "s1", "reply_to": "t:s1"}
+    )
+    ask(redis_client, "Taipei, once more?", "t:fine")
+    for _ in range(3):
+        writer.step(100)
+    assert redis_client.hgetall("agent:state") == {"step": "3"}
+    assert redis_client.ttl("agent:state") == -1
+    ((_, dead),) = redis_client.xrange(KEYS.dead)
+    assert dead["reply_to"] == "agent:state" and "WRONGTYPE" in dead["error"]
+    refused = json.loads(redis_client.lpop("t:s1") or "{}")
+    assert refused["ok"] is False and "WRONGTYPE" in refused["error"]
+    assert "Taipei" in json.loads(redis_client.lpop("t:fine") or "{}")["text"]
+    assert int(redis_client.xpending(KEYS.rpc, GROUP)["pending"]) == 0
 
 
 def test_a_request_is_answered_before_the_bookkeeping_of_earlier_ones(

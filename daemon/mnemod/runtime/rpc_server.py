@@ -8,6 +8,7 @@ the writer's bookkeeping), so a busy agent does not wait for them.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from datetime import datetime
 from typing import Any, cast
@@ -15,16 +16,29 @@ from typing import Any, cast
 import orjson
 import redis
 import structlog
+from redis.exceptions import NoScriptError
 
 from mnemod.clock import Clock
 from mnemod.errors import InvalidInputError
 from mnemod.redisio.keys import GROUP, Keys
-from mnemod.redisio.rpc import REPLY_TTL_SECONDS, parse_request, reply_target, result_payload
+from mnemod.redisio.rpc import (
+    REPLY_TTL_SECONDS,
+    ResolveRequest,
+    parse_request,
+    reply_target,
+    result_payload,
+)
 from mnemod.runtime.engine import Engine
 from mnemod.runtime.metrics import Metrics
 
 log = structlog.get_logger("mnemod.rpc")
 SESSION_TTL_SECONDS = 24 * 3600
+# RPUSH, then EXPIRE only if the push worked (a script stops at the first error)
+_PUSH_REPLY = """
+local pushed = redis.call('RPUSH', KEYS[1], ARGV[1])
+redis.call('EXPIRE', KEYS[1], ARGV[2])
+return pushed
+"""
 
 
 class RpcServer:
@@ -39,6 +53,9 @@ class RpcServer:
         # entry id -> (times selected, the last time): gathered until `seal`, then settled
         self._picked: dict[str, tuple[int, datetime]] = {}
         self._sealed: dict[str, tuple[int, datetime]] = {}
+        # called by its digest, loaded on first use (and again after a Redis restart): a
+        # pipeline holding a registered script would ask SCRIPT EXISTS on every answer
+        self._push_sha = hashlib.sha1(_PUSH_REPLY.encode(), usedforsecurity=False).hexdigest()
 
     @property
     def unsettled(self) -> int:
@@ -61,26 +78,22 @@ class RpcServer:
         self.engine.record_selections(dict(sealed.popitem() for _ in range(count)))
 
     def handle(self, request_id: str, raw: dict[str, str]) -> None:
+        """Answer one request. A bad request is answered with its error; one that Redis
+        refuses to serve (a `reply_to` holding another type of key, a key the ACL denies) is
+        answered with that error if it can be, else kept in the dead letters: either way it
+        is acknowledged and never takes the daemon down."""
         started = time.perf_counter()
         try:
             request = parse_request(request_id, raw, self.keys)
         except InvalidInputError as exc:
-            target = reply_target(raw, self.keys)
-            if target is None:
-                fields: dict[Any, Any] = {
-                    **raw,
-                    "error": str(exc),
-                    "event_id": request_id,
-                    "stream": "rpc",
-                }
-                pipe = self.client.pipeline(transaction=True)
-                pipe.xadd(self.keys.dead, fields)
-                pipe.xack(self.keys.rpc, GROUP, request_id)
-                pipe.execute()
-            else:
-                self._reply(target, {"ok": False, "id": request_id, "error": str(exc)}, request_id)
-            log.warning("rpc.rejected", request_id=request_id, error=str(exc)[:300])
+            self._refuse(request_id, raw, str(exc), reply_target(raw, self.keys))
             return
+        try:
+            self._answer(request_id, request, started)
+        except redis.ResponseError as exc:
+            self._refuse(request_id, raw, f"cannot answer: {exc}", request.reply_to)
+
+    def _answer(self, request_id: str, request: ResolveRequest, started: float) -> None:
         seen: set[str] = set()
         if request.session:
             seen = set(cast(set[str], self.client.smembers(self.keys.sessions(request.session))))
@@ -116,14 +129,37 @@ class RpcServer:
             ms=round(seconds * 1000, 2),
         )
 
-    def _reply(self, target: str, payload: dict[str, object], request_id: str) -> None:
-        """The answer, its expiry and the request's acknowledgement in one round trip (an
-        answered request needs no snapshot). No MULTI: the commands touch nothing another
-        client changes, and a waiting BLPOP is served as soon as the answer is pushed (the
-        EXPIRE then finds the list gone, which is fine). orjson: a 1,000-token answer is
-        about 10 KB of JSON, which the standard library takes 0.1-0.3 ms to write here."""
-        pipe = self.client.pipeline(transaction=False)
-        pipe.rpush(target, orjson.dumps(payload))
-        pipe.expire(target, REPLY_TTL_SECONDS)
+    def _refuse(self, request_id: str, raw: dict[str, str], error: str, target: str | None) -> None:
+        """Answer `error` on `target`; with no usable target, or when that fails too, keep
+        the request (fields as sent, plus `error`) in the dead letters. Acknowledged."""
+        log.warning("rpc.rejected", request_id=request_id, error=error[:300])
+        if target is not None:
+            try:
+                self._reply(target, {"ok": False, "id": request_id, "error": error}, request_id)
+                return
+            except redis.ResponseError as exc:
+                error = f"{error}; the error answer failed too: {exc}"
+        fields: dict[Any, Any] = {**raw, "error": error, "event_id": request_id, "stream": "rpc"}
+        pipe = self.client.pipeline(transaction=True)
+        pipe.xadd(self.keys.dead, fields)
         pipe.xack(self.keys.rpc, GROUP, request_id)
         pipe.execute()
+
+    def _reply(self, target: str, payload: dict[str, object], request_id: str) -> None:
+        """The answer, its expiry and the request's acknowledgement in one round trip (an
+        answered request needs no snapshot). The answer and its expiry are one script, so
+        that a `reply_to` holding another type of key gets neither (an EXPIRE alone would
+        set a timer on the agent's own key); a waiting BLPOP is served as soon as the answer
+        is pushed. orjson: a 1,000-token answer is about 10 KB of JSON, which the standard
+        library takes 0.1-0.3 ms to write here. Raises redis.ResponseError when Redis
+        refuses the answer (the request is acknowledged all the same)."""
+        body = orjson.dumps(payload)
+        pipe = self.client.pipeline(transaction=False)
+        pipe.evalsha(self._push_sha, 1, target, body, REPLY_TTL_SECONDS)
+        pipe.xack(self.keys.rpc, GROUP, request_id)
+        pushed = pipe.execute(raise_on_error=False)[0]
+        if isinstance(pushed, NoScriptError):  # first use, or Redis restarted
+            self._push_sha = self.client.script_load(_PUSH_REPLY)
+            self.client.evalsha(self._push_sha, 1, target, body, REPLY_TTL_SECONDS)
+        elif isinstance(pushed, redis.ResponseError):
+            raise pushed
