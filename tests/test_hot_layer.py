@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 import redis
+from structlog.testing import capture_logs
 
 from mnemod.domain.model import Entry
 from mnemod.errors import InvalidInputError
@@ -160,6 +161,37 @@ def test_touch_writes_what_an_access_changes_and_nothing_else(
     changed = {name for name in before.keys() | after.keys() if before.get(name) != after.get(name)}
     assert changed == {KEYS.item("A1"), KEYS.layer("l3")}  # keyword sets, labels untouched
     assert not redis_client.exists(KEYS.item("GONE"))  # never brought back half-written
+
+
+def test_keys_something_else_overwrote_are_replaced(
+    hot: HotLayer, redis_client: redis.Redis
+) -> None:
+    """Hot-layer keys turned into another type (a keyword set, the layer set, an item hash,
+    a stored item's old keyword) made every write fail with WRONGTYPE, at each restart too:
+    they are replaced and the write goes through, for puts, removals, touches and sync."""
+    hot.put(item("A1", keywords=("timezone", "taipei")))
+    redis_client.set("mnemod:{ns}:kw:taipei", "not a set")  # an old keyword of A1
+    redis_client.set("mnemod:{ns}:kw:lisbon", "not a set")
+    redis_client.set("mnemod:{ns}:hot", "not a sorted set")
+    redis_client.set("mnemod:{ns}:m:B2", "not a hash")
+    with capture_logs() as logs:
+        hot.put(item("A1", keywords=("timezone", "lisbon")))
+        hot.put(item("B2", keywords=("lisbon",)))
+    assert "hot.foreign_keys_replaced" in [e["event"] for e in logs]
+    assert redis_client.smembers("mnemod:{ns}:kw:lisbon") == {"A1", "B2"}
+    assert redis_client.zrange("mnemod:{ns}:hot", 0, -1) == ["A1", "B2"]
+    assert redis_client.hget("mnemod:{ns}:m:B2", "layer") == "l3"
+
+    redis_client.set("mnemod:{ns}:hot", "again")
+    assert hot.touch([item("A1", access_count=3)]) == 1
+    assert redis_client.zrange("mnemod:{ns}:hot", 0, -1) == ["A1"]  # B2 comes back at sync
+    redis_client.set("mnemod:{ns}:m:A1", "again")
+    assert hot.remove("A1") is False  # the foreign value was no item
+    redis_client.set("mnemod:{ns}:kw:stray", "left by someone")
+    result = hot.sync([item("C3", keywords=("tea",))])
+    assert result.repaired >= 1
+    assert redis_client.exists("mnemod:{ns}:kw:stray") == 0
+    assert redis_client.smembers("mnemod:{ns}:kw:tea") == {"C3"}
 
 
 def test_put_many_batches_and_dedupes(hot: HotLayer) -> None:

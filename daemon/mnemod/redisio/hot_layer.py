@@ -4,6 +4,10 @@ An item and its index entries (layer sorted set, `kw:<term>` sets, `key:<label>`
 change together in one MULTI/EXEC, so an agent never sees an item without its index
 entries, nor index entries pointing at a vanished item. Replacing an item reads its stored
 version first (under WATCH) and drops the keywords and key label it no longer has.
+
+Every key here is a cache of the files. One that something else overwrote with another
+type of value (a `kw:<term>` set turned into a string) would fail each write with
+WRONGTYPE, at every restart too: it is deleted, said in the log, and the write done again.
 """
 
 from __future__ import annotations
@@ -192,7 +196,14 @@ class HotLayer:
                 fields = item.access_fields()
                 keys += [self.keys.item(item.id), self.keys.layer(item.layer)]
                 args += [item.id, fields["score"], *itertools.chain(*fields.items())]
-            updated += int(self._touch(keys=keys, args=[len(fields), *args]))
+            try:
+                updated += int(self._touch(keys=keys, args=[len(fields), *args]))
+            except redis.ResponseError as exc:
+                # the keys alternate: an item's hash, then its layer's sorted set
+                typed = {name: ("zset" if n % 2 else "hash") for n, name in enumerate(keys)}
+                if not _wrong_type(exc) or not self._replace_foreign(typed):
+                    raise
+                updated += int(self._touch(keys=keys, args=[len(fields), *args]))
         return updated
 
     def sync(self, items: Iterable[HotItem]) -> SyncResult:
@@ -235,6 +246,51 @@ class HotLayer:
 
     # -- internals -----------------------------------------------------------------------
     def _apply(self, puts: Sequence[HotItem], removals: Sequence[str]) -> int:
+        """`_apply_once`, done again after replacing keys of another type (module doc)."""
+        try:
+            return self._apply_once(puts, removals)
+        except redis.ResponseError as exc:
+            if not _wrong_type(exc) or not self._replace_foreign(self._batch_keys(puts, removals)):
+                raise
+            return self._apply_once(puts, removals)
+
+    def _batch_keys(self, puts: Sequence[HotItem], removals: Sequence[str]) -> dict[str, str]:
+        """Each key a batch reads or writes, with the type it must hold: the items, the
+        layer sets, the new keyword sets and labels, and those the stored versions have."""
+        keys = self.keys
+        expected = {keys.layer(layer): "zset" for layer in LAYERS}
+        item_keys = [keys.item(i.id) for i in puts] + [keys.item(r) for r in removals]
+        expected.update(dict.fromkeys(item_keys, "hash"))
+        for item in puts:
+            expected.update({keys.kw(t): "set" for t in item.keywords if t})
+            if item.key:
+                expected[keys.key(item.key)] = "string"
+        reader = self.client.pipeline(transaction=False)
+        for name in item_keys:
+            reader.hmget(name, ["keywords", "key"])
+        for stored in reader.execute(raise_on_error=False):
+            if isinstance(stored, redis.ResponseError):
+                continue  # the item key itself holds another type: no stored version
+            words, label = stored
+            expected.update({keys.kw(t): "set" for t in _stored_keywords(words) if t})
+            if label:
+                expected[keys.key(label)] = "string"
+        return expected
+
+    def _replace_foreign(self, expected: dict[str, str]) -> bool:
+        """Delete the keys among `expected` that hold another type; True if there were any."""
+        names = list(expected)
+        reader = self.client.pipeline(transaction=False)
+        for name in names:
+            reader.type(name)
+        found = cast(list[str], reader.execute())
+        wrong = {n: t for n, t in zip(names, found, strict=True) if t not in (expected[n], "none")}
+        if wrong:
+            self.client.delete(*wrong)
+            log.warning("hot.foreign_keys_replaced", keys=dict(list(wrong.items())[:10]))
+        return bool(wrong)
+
+    def _apply_once(self, puts: Sequence[HotItem], removals: Sequence[str]) -> int:
         """One MULTI/EXEC for a batch; returns how many removed items existed. The stored
         versions are read under WATCH, so a concurrent change retries the batch."""
         item_keys = [self.keys.item(i.id) for i in puts] + [self.keys.item(r) for r in removals]
@@ -321,7 +377,11 @@ class HotLayer:
             for name in chunk:
                 reader.smembers(name)
             writer = self.client.pipeline(transaction=True)
-            for name, members in zip(chunk, reader.execute(), strict=True):
+            for name, members in zip(chunk, reader.execute(raise_on_error=False), strict=True):
+                if isinstance(members, redis.ResponseError):  # another type: not ours to keep
+                    writer.delete(name)
+                    repaired += 1
+                    continue
                 extra = [m for m in members if name not in expected_terms.get(m, ())]
                 if extra:
                     writer.srem(name, *extra)
@@ -340,6 +400,10 @@ class HotLayer:
                     repaired += 1
             writer.execute()
         return repaired
+
+
+def _wrong_type(exc: redis.ResponseError) -> bool:
+    return "WRONGTYPE" in str(exc)
 
 
 def _stored_keywords(raw: str | None) -> list[str]:
