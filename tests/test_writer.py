@@ -186,6 +186,39 @@ def ask(client: redis.Redis, prompt: str, reply_to: str) -> None:
     client.xadd(KEYS.rpc, {"op": "resolve", "prompt": prompt, "reply_to": reply_to})
 
 
+def test_bytes_that_are_not_utf8_are_dead_lettered_as_sent(
+    writer: Writer, redis_server: str, redis_client: redis.Redis
+) -> None:
+    """An agent's invalid UTF-8 failed the whole read and took the daemon down (at every
+    restart: the event stayed in the stream). Such events and requests now go to the dead
+    letters with the bytes as sent; a lone surrogate escaped in the JSON is refused too."""
+    raw = redis.Redis.from_url(redis_server)  # bytes in, bytes out, as any language sends
+    try:
+        bad = [
+            {b"op": b"add", b"data": b'{"content": "caf\xe9 \xff"}'},
+            {b"op\xfe": b"add", b"data": b'{"content": "a field name"}'},
+            {b"op": b"add", b"data": b'{"content": "lone \\ud800 surrogate"}'},
+        ]
+        sent = [raw.xadd(KEYS.events, fields) for fields in bad]
+        raw.xadd(KEYS.rpc, {b"op": b"resolve", b"prompt": b"\xff\xfe", b"reply_to": b"t:bytes"})
+        raw.xadd(KEYS.events, {b"op": b"add", b"data": b'{"content": "a good one after"}'})
+        for _ in range(3):
+            writer.step(100)
+        writer.commit(force=True)
+        dead = raw.xrange(KEYS.dead)
+        assert [fields[b"event_id"] for _, fields in dead[:3]] == sent
+        for (_, fields), original in zip(dead, bad, strict=False):
+            assert {k: v for k, v in fields.items() if k in original} == original
+        assert b"not valid UTF-8" in dead[0][1][b"error"]
+        assert b"lone surrogate" in dead[2][1][b"error"]
+        answer = json.loads(redis_client.lpop("t:bytes") or "{}")
+        assert answer["ok"] is False and "not valid UTF-8" in answer["error"]
+        assert on_disk(writer) == ["a good one after"]
+        assert pending(redis_client) == 0
+    finally:
+        raw.close()
+
+
 def test_a_request_redis_refuses_to_serve_never_stops_the_writer(
     writer: Writer, redis_server: str, redis_client: redis.Redis
 ) -> None:

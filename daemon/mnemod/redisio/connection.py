@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -25,6 +25,12 @@ MIN_VERSION = (6, 2, 0)
 """XAUTOCLAIM (reclaiming events a dead daemon had read) arrived in Redis 6.2."""
 
 SCHEMES = ("redis://", "rediss://", "unix://")
+
+TEXT_ERRORS = "surrogateescape"
+"""How replies are decoded. Bytes an agent sent that are not UTF-8 become lone surrogates
+instead of failing the whole read (one bad event took the daemon down, at every restart),
+and are encoded back to the same bytes when written (a dead letter keeps them as sent).
+Whatever reads agents' fields rejects such text with `check_text`."""
 
 
 def connect(
@@ -53,10 +59,34 @@ def connect(
             health_check_interval=30,
             retry=Retry(NoBackoff(), retries),
             client_name=name,
+            encoding_errors=TEXT_ERRORS,
         )
     except ValueError as exc:
         # redis-py's message may quote the URL: rebuild it without the password.
         raise InvalidInputError("redis.url", f"cannot use {redact_url(url)!r}") from exc
+
+
+def as_sent(fields: Mapping[str, str]) -> dict[bytes, bytes]:
+    """Fields encoded back to the bytes they were read from (a dead letter keeps what the
+    agent sent): redis-py's hiredis packer encodes text strictly, whatever TEXT_ERRORS says."""
+    return {
+        name.encode("utf-8", TEXT_ERRORS): value.encode("utf-8", TEXT_ERRORS)
+        for name, value in fields.items()
+    }
+
+
+def check_text(fields: Mapping[str, str], where: str) -> None:
+    """InvalidInputError naming the first field (by name or value) that is not valid UTF-8
+    as it was sent (see TEXT_ERRORS)."""
+    for name, value in fields.items():
+        for text, what in ((name, "field name"), (value, "value")):
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                field = name.encode("utf-8", "backslashreplace").decode("ascii", "replace")
+                raise InvalidInputError(
+                    field, f"{what} is not valid UTF-8 (at character {exc.start})", where
+                ) from None
 
 
 def absolute_socket_url(url: str) -> str:

@@ -46,8 +46,8 @@ DAEMON_CLIENT = "mnemod-daemon:"
 of them still uses is left running when another stops."""
 
 _OUTLIVING: list[subprocess.Popen[bytes]] = []
-"""Servers this process started and left running for another daemon: never waited for
-here, and kept referenced so that Python does not warn about it."""
+"""Servers this process started and left running for another daemon: kept referenced so
+that Python does not warn about a child it never waited for, and reaped once they end."""
 
 INSTALL_HINT = (
     "install redis-server (Debian/Ubuntu/Raspberry Pi OS: apt-get install redis-server; "
@@ -119,7 +119,10 @@ class EmbeddedRedis:
         if pid is not None and _is_redis_process(pid, Path(self.binary).name):
             return False
         if self._process is not None:
-            self._process.poll()  # ours and gone: reap it
+            try:  # ours: a shutdown still writing its AOF ends before a new server starts
+                self._process.wait(self.stop_timeout)
+            except subprocess.TimeoutExpired:
+                return False
             self._process = None
         self.start()
         return True
@@ -154,6 +157,7 @@ class EmbeddedRedis:
         self._remove_leftovers()
         self.pid = None
         self._process = None
+        _OUTLIVING[:] = [process for process in _OUTLIVING if process.poll() is None]
         log.info("redis.embedded.stopped", pid=pid)
 
     def __enter__(self) -> EmbeddedRedis:

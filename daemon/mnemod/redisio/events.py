@@ -14,6 +14,7 @@ from typing import Any
 from mnemod.config import Config
 from mnemod.domain.validation import NewEntry, check_update, new_entry_from_json
 from mnemod.errors import InvalidInputError
+from mnemod.redisio.connection import check_text
 
 OPS = ("add", "access", "update", "remove", "promote", "gc")
 MAX_FIELDS = 8
@@ -35,6 +36,7 @@ def parse_event(event_id: str, raw: dict[str, str], config: Config) -> Event:
     where = f"event {event_id}"
     if len(raw) > MAX_FIELDS:
         raise InvalidInputError("fields", f"{len(raw)} fields, at most {MAX_FIELDS}", where)
+    check_text(raw, where)
     op = raw.get("op")
     if op is None:
         raise InvalidInputError("op", "missing", where)
@@ -56,6 +58,10 @@ def parse_event(event_id: str, raw: dict[str, str], config: Config) -> Event:
         raise InvalidInputError("data", "nested too deeply", where) from None
     if not isinstance(data, dict):
         raise InvalidInputError("data", "must be a JSON object", where)
+    try:  # "\ud800" in the JSON: a lone surrogate no file or answer could hold
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInputError("data", "holds a lone surrogate (\\ud800-\\udfff)", where) from None
     by = raw.get("by", "agent")
     if by not in ("agent", "cli"):
         by = "agent"

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mnemod.errors import InvalidInputError
+from mnemod.redisio.connection import check_text
 from mnemod.redisio.keys import Keys
 
 if TYPE_CHECKING:  # the client checks requests without loading the ranking
@@ -38,8 +39,8 @@ def reply_target(raw: dict[str, str], keys: Keys) -> str | None:
     (`mnemod:{ns}:reply:<token>`) or any key outside mnemod's own (a request must not be
     able to overwrite the hot layer)."""
     target = raw.get("reply_to", "")
-    if not target or len(target) > 200:
-        return None
+    if not target or len(target) > 200 or not target.isprintable():
+        return None  # not printable: a control character, or bytes that are not UTF-8
     if target.startswith(keys.reply("")) and len(target) > len(keys.reply("")):
         return target
     if target.startswith(f"{keys.prefix}:{{"):
@@ -51,6 +52,7 @@ def parse_request(
     request_id: str, raw: dict[str, str], keys: Keys, max_budget: int = MAX_BUDGET
 ) -> ResolveRequest:
     where = f"rpc {request_id}"
+    check_text(raw, where)
     reply_to = reply_target(raw, keys)
     if reply_to is None:
         raise InvalidInputError("reply_to", "missing, too long, or one of mnemod's own keys", where)

@@ -20,6 +20,7 @@ from redis.exceptions import NoScriptError
 
 from mnemod.clock import Clock
 from mnemod.errors import InvalidInputError
+from mnemod.redisio.connection import as_sent
 from mnemod.redisio.keys import GROUP, Keys
 from mnemod.redisio.rpc import (
     REPLY_TTL_SECONDS,
@@ -139,9 +140,9 @@ class RpcServer:
                 return
             except redis.ResponseError as exc:
                 error = f"{error}; the error answer failed too: {exc}"
-        fields: dict[Any, Any] = {**raw, "error": error, "event_id": request_id, "stream": "rpc"}
+        fields = as_sent({**raw, "error": error, "event_id": request_id, "stream": "rpc"})
         pipe = self.client.pipeline(transaction=True)
-        pipe.xadd(self.keys.dead, fields)
+        pipe.xadd(self.keys.dead, cast(Any, fields))
         pipe.xack(self.keys.rpc, GROUP, request_id)
         pipe.execute()
 

@@ -26,6 +26,7 @@ import structlog
 from mnemod.clock import Clock
 from mnemod.config import Config
 from mnemod.errors import InvalidInputError, NotFoundError
+from mnemod.redisio.connection import as_sent
 from mnemod.redisio.events import Event, is_applied, parse_event
 from mnemod.redisio.keys import GROUP, Keys
 from mnemod.runtime import bookkeeping
@@ -214,9 +215,12 @@ class Writer:
             self.record_job("gc", engine.gc(dry_run=event.dry_run, by=event.by).as_dict())
 
     def dead_letter(self, event_id: str, raw: dict[str, str], error: str) -> None:
-        fields: dict[Any, Any] = {**raw, "error": error, "event_id": event_id}
+        fields = as_sent({**raw, "error": error, "event_id": event_id})
         self.client.xadd(
-            self.keys.dead, fields, maxlen=self.config.daemon.stream_max_len, approximate=True
+            self.keys.dead,
+            cast(Any, fields),
+            maxlen=self.config.daemon.stream_max_len,
+            approximate=True,
         )
         self.metrics.event_dead_lettered(self.keys.namespace)
         log.warning(
