@@ -64,6 +64,14 @@ def test_bad_values_name_file_and_key(tmp_path: Path, text: str, expected: str) 
     assert caught.value.exit_code == 2
 
 
+def test_a_file_that_is_not_utf8_is_a_config_error(tmp_path: Path) -> None:
+    """Saved in Latin-1 by an editor: exit 2 with the file named, not a traceback."""
+    path = tmp_path / "latin1.toml"
+    path.write_bytes("[resolve]\ndefault_budget = 300  # café\n".encode("latin-1"))
+    with pytest.raises(ConfigError, match=r"latin1\.toml:-: not valid UTF-8 \(byte 37\)"):
+        load_config(path, environ={})
+
+
 def test_env_error_names_the_variable() -> None:
     with pytest.raises(ConfigError, match=r"^MNEMOD_DEDUP_THRESHOLD:dedup.threshold"):
         load_config(None, environ={"MNEMOD_DEDUP_THRESHOLD": "abc"})

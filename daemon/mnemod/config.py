@@ -188,6 +188,8 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(str(path), "-", "file not found") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(str(path), "-", f"not valid TOML: {exc}") from exc
+    except UnicodeDecodeError as exc:  # TOML is UTF-8; tomllib does not say where it is not
+        raise ConfigError(str(path), "-", f"not valid UTF-8 (byte {exc.start})") from exc
     except OSError as exc:
         raise ConfigError(str(path), "-", f"cannot read: {exc.strerror}") from exc
 
