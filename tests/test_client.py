@@ -141,6 +141,13 @@ def test_rejected_requests_raise(client: Client) -> None:
         client.update("some-id", colour="red")
     with pytest.raises(InvalidInputError, match="layer"):
         client.hot("l9")
+    # bytes that were not UTF-8 (as a shell hands them over): refused before sending
+    with pytest.raises(InvalidInputError, match="content: not valid UTF-8"):
+        client.add("caf\udce9")
+    with pytest.raises(InvalidInputError, match="tags: not valid UTF-8"):
+        client.add("valid content", tags=["t\udcff"])
+    with pytest.raises(InvalidInputError, match="prompt: not valid UTF-8"):
+        client.resolve("caf\udce9?")
 
 
 def test_timeout_without_a_daemon(redis_server: str) -> None:

@@ -92,6 +92,20 @@ def test_access_extends_until_the_cap(store: mnemod.Store, clock: FixedClock) ->
     assert store.get(entry.id).access_count == 20
 
 
+def test_text_that_is_not_utf8_is_refused(store: mnemod.Store) -> None:
+    """A lone surrogate (bytes a shell passed that were not UTF-8) could never be saved:
+    refused naming the field, and nothing is stored."""
+    for fields in (
+        {"content": "caf\udce9"},
+        {"content": "fine", "key": "k\udcff"},
+        {"content": "fine", "tags": ["\ud800"]},
+        {"content": "fine", "source": "\udcff"},
+    ):
+        with pytest.raises(InvalidInputError, match="not valid UTF-8"):
+            store.add(**fields)  # type: ignore[arg-type]
+    assert store.list() == []
+
+
 def test_invalid_input_names_the_field(store: mnemod.Store) -> None:
     with pytest.raises(InvalidInputError, match="importance"):
         store.add("x y z", importance=9)

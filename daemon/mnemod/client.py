@@ -32,7 +32,7 @@ import redis
 
 from mnemod.clock import utcnow
 from mnemod.domain.model import TIERS
-from mnemod.domain.validation import UPDATABLE
+from mnemod.domain.validation import UPDATABLE, check_unicode
 from mnemod.errors import InvalidInputError, MnemodError, RedisUnavailableError
 from mnemod.ids import is_valid_id, new_id, next_id
 from mnemod.redisio.connection import connect
@@ -300,6 +300,9 @@ class Client:
         when no answer comes within `timeout` seconds."""
         if not isinstance(prompt, str):
             raise InvalidInputError("prompt", "must be a string")
+        check_unicode("prompt", prompt)
+        if session:
+            check_unicode("session", session)
         if len(prompt) > MAX_PROMPT_CHARS:
             raise InvalidInputError(
                 "prompt", f"{len(prompt)} characters, at most {MAX_PROMPT_CHARS}"
@@ -443,6 +446,10 @@ def _check_fields(data: Mapping[str, Any]) -> None:
     for name in ("tags", "triggers", "keywords"):
         if name in data and data[name] is not None:
             _string_list(name, data[name])
+    for name, value in data.items():  # text Redis would refuse to send (a lone surrogate)
+        for text in value if isinstance(value, list) else [value]:
+            if isinstance(text, str):
+                check_unicode(name, text)
 
 
 def _item_dict(item: HotItem) -> dict[str, Any]:

@@ -56,6 +56,7 @@ def check_new_entry(new: NewEntry, config: Config, where: str = "") -> NewEntry:
     if new.keywords is not None:
         check_strings("keywords", new.keywords, config.limits.max_keywords, 100, where)
     check_triggers(new.triggers, config, where)
+    check_unicode("source", new.source, where)
     if new.id is not None and not is_valid_id(new.id):
         raise InvalidInputError("id", "use 1–64 letters, digits, '_', '.', ':' or '-'", where)
     return new
@@ -64,7 +65,7 @@ def check_new_entry(new: NewEntry, config: Config, where: str = "") -> NewEntry:
 def check_content(content: Any, config: Config, where: str = "") -> None:
     if not isinstance(content, str) or not content.strip():
         raise InvalidInputError("content", "must be a non-empty string", where)
-    size = len(content.encode("utf-8"))
+    size = len(check_unicode("content", content, where))
     if size > config.limits.max_content_bytes:
         raise InvalidInputError(
             "content", f"{size} bytes is over the limit of {config.limits.max_content_bytes}", where
@@ -83,6 +84,7 @@ def check_key(value: Any, config: Config, where: str = "") -> None:
         raise InvalidInputError(
             "key", f"at most {config.limits.max_key_length} characters, one line", where
         )
+    check_unicode("key", value, where)
 
 
 def check_strings(name: str, values: Any, limit: int, length: int, where: str = "") -> None:
@@ -92,6 +94,19 @@ def check_strings(name: str, values: Any, limit: int, length: int, where: str = 
         raise InvalidInputError(name, f"{len(values)} items is over the limit of {limit}", where)
     if any(len(v) > length for v in values):
         raise InvalidInputError(name, f"each item at most {length} characters", where)
+    for value in values:
+        check_unicode(name, value, where)
+
+
+def check_unicode(name: str, value: str, where: str = "") -> bytes:
+    """`value` as UTF-8; InvalidInputError if it holds a lone surrogate (bytes that were not
+    UTF-8, as a shell passes them, or an escaped "\\ud800"), which no file could store."""
+    try:
+        return value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInputError(
+            name, f"not valid UTF-8 text (at character {exc.start})", where
+        ) from None
 
 
 def check_triggers(triggers: Any, config: Config, where: str = "") -> None:
