@@ -201,6 +201,26 @@ def test_daemons_of_two_namespaces_share_the_embedded_server(daemons: DaemonFact
     ]
 
 
+def test_its_own_keys_overwritten_by_something_else_do_not_stop_it(
+    daemons: DaemonFactory,
+) -> None:
+    """The status hash and the dead-letter stream turned into strings made the heartbeat
+    and the next dead letter fail with WRONGTYPE, and the daemon exit (and again after
+    each restart). They are replaced, and the daemon goes on."""
+    data, client = start_embedded(daemons)
+    proc = daemons.daemons[0]
+    client.delete(KEYS.status)
+    client.set(KEYS.status, "not a hash")
+    client.set(KEYS.dead, "not a stream")
+    client.xadd(KEYS.events, {"op": "add", "data": "{not json"})
+    add_event(client, "still applied after that")
+    wait_until(lambda: any(e["content"].startswith("still") for e in index_entries(data)), 15)
+    wait_until(lambda: client.type(KEYS.status) == "hash", timeout=15)
+    assert client.xlen(KEYS.dead) == 1
+    assert proc.count_events("redis.foreign_key_replaced") == 2
+    assert proc.running()
+
+
 def test_malformed_events_go_to_dead_letter(daemons: DaemonFactory) -> None:
     data, client = start_embedded(daemons, env={"MNEMOD_LIMITS_MAX_CONTENT_BYTES": "2048"})
     proc = daemons.daemons[0]

@@ -15,11 +15,14 @@ from datetime import timedelta
 from pathlib import Path
 
 import redis
+import structlog
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from mnemod.config import redact_url
 from mnemod.errors import InvalidInputError, RedisUnavailableError
+
+log = structlog.get_logger("mnemod.redis")
 
 MIN_VERSION = (6, 2, 0)
 """XAUTOCLAIM (reclaiming events a dead daemon had read) arrived in Redis 6.2."""
@@ -64,6 +67,20 @@ def connect(
     except ValueError as exc:
         # redis-py's message may quote the URL: rebuild it without the password.
         raise InvalidInputError("redis.url", f"cannot use {redact_url(url)!r}") from exc
+
+
+def replacing_foreign(client: redis.Redis, key: str, write: Callable[[], object]) -> None:
+    """`write` to one of mnemod's own keys; if something else had written that key with
+    another type of value (WRONGTYPE), the key is deleted and `write` done again: failing
+    instead would stop the daemon, and restarting it would fail the same way."""
+    try:
+        write()
+    except redis.ResponseError as exc:
+        if "WRONGTYPE" not in str(exc):
+            raise
+        log.warning("redis.foreign_key_replaced", key=key)
+        client.delete(key)
+        write()
 
 
 def as_sent(fields: Mapping[str, str]) -> dict[bytes, bytes]:

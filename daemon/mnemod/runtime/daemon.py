@@ -302,6 +302,17 @@ class Daemon:
                 self._revive_embedded()
                 backoff.wait()
                 continue
+            except redis.ResponseError as exc:
+                # Redis refused a command (a key of mnemod's that something else overwrote
+                # with another type, say): say so and try again, rather than exit and be
+                # restarted into the same refusal until systemd gives up
+                log.error(
+                    "redis.command_refused",
+                    error=str(exc)[:300],
+                    retry_in=round(backoff.next_delay(), 2),
+                )
+                backoff.wait()
+                continue
             if ping_every is not None and time.monotonic() - last_ping >= ping_every:
                 self.notifier.watchdog()
                 last_ping = time.monotonic()

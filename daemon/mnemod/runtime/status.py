@@ -11,6 +11,7 @@ import redis
 from mnemod import __version__
 from mnemod.clock import Clock, format_time
 from mnemod.config import redact_url
+from mnemod.redisio.connection import replacing_foreign
 from mnemod.redisio.keys import Keys
 from mnemod.runtime.engine import Engine
 from mnemod.runtime.hot_sync import HotSync
@@ -56,4 +57,8 @@ class StatusWriter:
             "last_event_id": engine.last_event_id or "",
             "l1_problems": json.dumps([str(p) for p in engine.l1_problems]),
         }
-        self.client.hset(self.keys.status, mapping=fields)  # type: ignore[arg-type]
+        replacing_foreign(
+            self.client,
+            self.keys.status,
+            lambda: self.client.hset(self.keys.status, mapping=fields),  # type: ignore[arg-type]
+        )

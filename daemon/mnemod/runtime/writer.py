@@ -26,7 +26,7 @@ import structlog
 from mnemod.clock import Clock
 from mnemod.config import Config
 from mnemod.errors import InvalidInputError, NotFoundError
-from mnemod.redisio.connection import as_sent
+from mnemod.redisio.connection import as_sent, replacing_foreign
 from mnemod.redisio.events import Event, is_applied, parse_event
 from mnemod.redisio.keys import GROUP, Keys
 from mnemod.runtime import bookkeeping
@@ -216,11 +216,15 @@ class Writer:
 
     def dead_letter(self, event_id: str, raw: dict[str, str], error: str) -> None:
         fields = as_sent({**raw, "error": error, "event_id": event_id})
-        self.client.xadd(
+        replacing_foreign(
+            self.client,
             self.keys.dead,
-            cast(Any, fields),
-            maxlen=self.config.daemon.stream_max_len,
-            approximate=True,
+            lambda: self.client.xadd(
+                self.keys.dead,
+                cast(Any, fields),
+                maxlen=self.config.daemon.stream_max_len,
+                approximate=True,
+            ),
         )
         self.metrics.event_dead_lettered(self.keys.namespace)
         log.warning(
