@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import time
 from datetime import datetime
-from typing import Any, cast
+from typing import cast
 
 import orjson
 import redis
@@ -20,7 +20,7 @@ from redis.exceptions import NoScriptError
 
 from mnemod.clock import Clock
 from mnemod.errors import InvalidInputError
-from mnemod.redisio.connection import as_sent
+from mnemod.redisio.dead_letters import dead_letter
 from mnemod.redisio.keys import GROUP, Keys
 from mnemod.redisio.rpc import (
     REPLY_TTL_SECONDS,
@@ -140,11 +140,8 @@ class RpcServer:
                 return
             except redis.ResponseError as exc:
                 error = f"{error}; the error answer failed too: {exc}"
-        fields = as_sent({**raw, "error": error, "event_id": request_id, "stream": "rpc"})
-        pipe = self.client.pipeline(transaction=True)
-        pipe.xadd(self.keys.dead, cast(Any, fields))
-        pipe.xack(self.keys.rpc, GROUP, request_id)
-        pipe.execute()
+        max_len = self.engine.config.daemon.stream_max_len
+        dead_letter(self.client, self.keys, request_id, raw, error, max_len, request=True)
 
     def _reply(self, target: str, payload: dict[str, object], request_id: str) -> None:
         """The answer, its expiry and the request's acknowledgement in one round trip (an

@@ -26,7 +26,7 @@ import structlog
 from mnemod.clock import Clock
 from mnemod.config import Config
 from mnemod.errors import InvalidInputError, NotFoundError
-from mnemod.redisio.connection import as_sent, replacing_foreign
+from mnemod.redisio.dead_letters import dead_letter
 from mnemod.redisio.events import Event, is_applied, parse_event
 from mnemod.redisio.keys import GROUP, Keys
 from mnemod.runtime import bookkeeping
@@ -214,18 +214,11 @@ class Writer:
         elif event.op == "gc":
             self.record_job("gc", engine.gc(dry_run=event.dry_run, by=event.by).as_dict())
 
-    def dead_letter(self, event_id: str, raw: dict[str, str], error: str) -> None:
-        fields = as_sent({**raw, "error": error, "event_id": event_id})
-        replacing_foreign(
-            self.client,
-            self.keys.dead,
-            lambda: self.client.xadd(
-                self.keys.dead,
-                cast(Any, fields),
-                maxlen=self.config.daemon.stream_max_len,
-                approximate=True,
-            ),
-        )
+    def dead_letter(
+        self, event_id: str, raw: dict[str, str], error: str, request: bool = False
+    ) -> None:
+        max_len = self.config.daemon.stream_max_len
+        dead_letter(self.client, self.keys, event_id, raw, error, max_len, request=request)
         self.metrics.event_dead_lettered(self.keys.namespace)
         log.warning(
             "events.dead_lettered", event_id=event_id, op=raw.get("op", "")[:20], error=error[:300]
@@ -234,8 +227,7 @@ class Writer:
     def _answer(self, request_id: str, raw: dict[str, str]) -> None:
         """The handler answers and acknowledges the request itself."""
         if self.rpc is None:
-            self.dead_letter(request_id, raw, "rpc: this daemon serves no requests")
-            self.client.xack(self.keys.rpc, GROUP, request_id)
+            self.dead_letter(request_id, raw, "rpc: this daemon serves no requests", request=True)
         else:
             self.rpc.handle(request_id, raw)
 
