@@ -20,6 +20,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from mnemod.config import redact_url
+from mnemod.domain.validation import check_unicode
 from mnemod.errors import InvalidInputError, RedisUnavailableError
 
 log = structlog.get_logger("mnemod.redis")
@@ -76,11 +77,16 @@ def replacing_foreign(client: redis.Redis, key: str, write: Callable[[], object]
     try:
         write()
     except redis.ResponseError as exc:
-        if "WRONGTYPE" not in str(exc):
+        if not wrong_type(exc):
             raise
         log.warning("redis.foreign_key_replaced", key=key)
         client.delete(key)
         write()
+
+
+def wrong_type(exc: redis.ResponseError) -> bool:
+    """Redis refused a command because a key holds another type of value."""
+    return "WRONGTYPE" in str(exc)
 
 
 def as_sent(fields: Mapping[str, str]) -> dict[bytes, bytes]:
@@ -96,14 +102,9 @@ def check_text(fields: Mapping[str, str], where: str) -> None:
     """InvalidInputError naming the first field (by name or value) that is not valid UTF-8
     as it was sent (see TEXT_ERRORS)."""
     for name, value in fields.items():
-        for text, what in ((name, "field name"), (value, "value")):
-            try:
-                text.encode("utf-8")
-            except UnicodeEncodeError as exc:
-                field = name.encode("utf-8", "backslashreplace").decode("ascii", "replace")
-                raise InvalidInputError(
-                    field, f"{what} is not valid UTF-8 (at character {exc.start})", where
-                ) from None
+        shown = name.encode("utf-8", "backslashreplace").decode("ascii", "replace")
+        check_unicode(f"{shown} (its name)", name, where)
+        check_unicode(shown, value, where)
 
 
 def absolute_socket_url(url: str) -> str:

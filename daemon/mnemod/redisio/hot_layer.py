@@ -25,6 +25,7 @@ from redis.client import Pipeline
 from mnemod.clock import format_time
 from mnemod.domain.model import Entry
 from mnemod.errors import InvalidInputError
+from mnemod.redisio.connection import wrong_type
 from mnemod.redisio.keys import LAYER_SETS, Keys
 
 log = structlog.get_logger("mnemod.redis")
@@ -201,7 +202,7 @@ class HotLayer:
             except redis.ResponseError as exc:
                 # the keys alternate: an item's hash, then its layer's sorted set
                 typed = {name: ("zset" if n % 2 else "hash") for n, name in enumerate(keys)}
-                if not _wrong_type(exc) or not self._replace_foreign(typed):
+                if not wrong_type(exc) or not self._delete_mistyped(typed):
                     raise
                 updated += int(self._touch(keys=keys, args=[len(fields), *args]))
         return updated
@@ -250,7 +251,7 @@ class HotLayer:
         try:
             return self._apply_once(puts, removals)
         except redis.ResponseError as exc:
-            if not _wrong_type(exc) or not self._replace_foreign(self._batch_keys(puts, removals)):
+            if not wrong_type(exc) or not self._delete_mistyped(self._batch_keys(puts, removals)):
                 raise
             return self._apply_once(puts, removals)
 
@@ -277,7 +278,7 @@ class HotLayer:
                 expected[keys.key(label)] = "string"
         return expected
 
-    def _replace_foreign(self, expected: dict[str, str]) -> bool:
+    def _delete_mistyped(self, expected: dict[str, str]) -> bool:
         """Delete the keys among `expected` that hold another type; True if there were any."""
         names = list(expected)
         reader = self.client.pipeline(transaction=False)
@@ -400,10 +401,6 @@ class HotLayer:
                     repaired += 1
             writer.execute()
         return repaired
-
-
-def _wrong_type(exc: redis.ResponseError) -> bool:
-    return "WRONGTYPE" in str(exc)
 
 
 def _stored_keywords(raw: str | None) -> list[str]:
