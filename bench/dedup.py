@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT / "daemon"))
 
 from mnemod.config import DedupConfig  # noqa: E402
 from mnemod.domain.keywords import extract_keywords, jaccard  # noqa: E402
+from results import write_results  # noqa: E402
 
 THRESHOLDS = tuple(round(0.30 + 0.05 * i, 2) for i in range(11))
 _WORD = re.compile(r"\w+")
@@ -105,8 +106,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name, table in results.items():
         best = table["best_f1"]
         print(f"best F1 {name}: {best['f1']:.3f} at {best['threshold']:.2f}")
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     payload = {
         "pairs": len(pairs),
         "positives": positives,
@@ -114,8 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "all_duplicates": base,
         **results,
     }
-    out.write_text(json.dumps(payload, indent=2) + "\n")
-    print(f"written to {out}")
+    write_results(args.out, payload)
     return 0
 
 

@@ -16,7 +16,6 @@ sizing a memory limit (systemd `MemoryMax`, a container's `mem_limit`) needs.
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import sys
 import tempfile
@@ -29,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "daemon"))
 
 import resolve_speed as speed  # noqa: E402
+from results import write_results  # noqa: E402
 
 
 def status_kb(pid: int, field: str) -> int:
@@ -81,10 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("".join(f"{c:>14}" for c in columns))
     for row in rows:
         print("".join(f"{row.get(c, '-')!s:>14}" for c in columns))
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"corpus": label, "settle_s": args.settle, "sizes": rows}, indent=2))
-    print(f"written to {out}")
+    write_results(args.out, {"corpus": label, "settle_s": args.settle, "sizes": rows})
     return 0
 
 

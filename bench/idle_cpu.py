@@ -8,7 +8,6 @@ quiet window. Prints CPU seconds used and the share of one core (Linux only).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import subprocess
@@ -16,6 +15,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from results import write_results
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -50,11 +51,9 @@ def main() -> int:
                 f"idle CPU over {wall:.1f} s: {used:.3f} s of CPU = {100 * used / wall:.2f} % "
                 f"of one core (pid {proc.pid})"
             )
-            out = Path(args.out)
-            out.parent.mkdir(parents=True, exist_ok=True)
-            row = {"seconds": round(wall, 2), "cpu_s": round(used, 4)}
-            out.write_text(json.dumps({**row, "percent": round(100 * used / wall, 3)}, indent=2))
-            print(f"written to {out}")
+            percent = round(100 * used / wall, 3)
+            row = {"seconds": round(wall, 2), "cpu_s": round(used, 4), "percent": percent}
+            write_results(args.out, row)
         finally:
             proc.send_signal(signal.SIGTERM)
             code = proc.wait(timeout=30)

@@ -37,6 +37,7 @@ from mnemod.domain.candidates import Candidate  # noqa: E402
 from mnemod.domain.ranking import RankingSettings  # noqa: E402
 from mnemod.domain.resolve import Resolver  # noqa: E402
 from mnemod.tokens import token_counter  # noqa: E402
+from results import write_results  # noqa: E402
 
 BUDGETS = (200, 500, 1000, 2000)
 PLAIN_BM25 = RankingSettings(
@@ -247,10 +248,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(header)
     for name, table in results.items():
         print(f"{name:<12}" + "".join(f"{table[str(b)]['recall']:>8.3f}" for b in BUDGETS))
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"budgets": BUDGETS, "systems": results}, indent=2) + "\n")
-    print(f"written to {out}")
+    write_results(args.out, {"budgets": BUDGETS, "systems": results})
     return 0
 
 

@@ -81,6 +81,7 @@ import mnemod  # noqa: E402
 from mnemod.client import Client  # noqa: E402
 from mnemod.redisio.connection import connect  # noqa: E402
 from mnemod.redisio.rpc import result_payload  # noqa: E402
+from results import write_results  # noqa: E402
 
 BUDGET = 1000
 CONFIG = {"ttl": {"context": "3650d"}}
@@ -527,8 +528,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     for r in rows:
         if "profile" in r:
             print(f"\ncProfile of {r['entries']} entries, pure resolve:\n{r['profile']}")
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     payload = {
         "budget": BUDGET,
         "corpus": label,
@@ -536,8 +535,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "pause_ms": args.pause_ms,
         "sizes": rows,
     }
-    out.write_text(json.dumps(payload, indent=2) + "\n")
-    print(f"written to {out}")
+    write_results(args.out, payload)
     return 0
 
 

@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "daemon"))
 
 import resolve_speed as speed
 from mnemod.client import Client
+from results import write_results
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
@@ -113,10 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         rpc["p50"], rpc["p90"], rpc["p99"], rpc["max"], row["over_100ms"],
     ]  # fmt: skip
     print("".join(f"{c:>10}" for c in cells))
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(row, indent=2) + "\n")
-    print(f"written to {out}")
+    write_results(args.out, row)
     return 0
 
 

@@ -14,7 +14,6 @@ a temporary folder, with dedup limited to identical keyword sets so that all 500
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import re
 import sys
@@ -28,6 +27,7 @@ sys.path.insert(0, str(ROOT / "daemon"))
 
 import mnemod  # noqa: E402
 from mnemod.tokens import token_counter  # noqa: E402
+from results import write_results  # noqa: E402
 
 CONFIG = {"ttl": {"context": "3650d"}, "dedup": {"threshold": 1.0}}
 
@@ -202,10 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"hot facts in: {row['hot_in']}/5")
     print(f"matching warm items in: {row['warm_matching_in']}/{row['warm_matching']}")
     print(f"items selected: {row['items_selected']}, left out: {row['left_out']}")
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"seed": args.seed, "prompt": PROMPT, **row}, indent=2))
-    print(f"written to {out}")
+    write_results(args.out, {"seed": args.seed, "prompt": PROMPT, **row})
     ok = (
         row["saved"] >= 0.89
         and row["warm_matching_in"] == row["warm_matching"]
