@@ -246,6 +246,25 @@ def test_a_request_redis_refuses_to_serve_never_stops_the_writer(
     assert int(redis_client.xpending(KEYS.rpc, GROUP)["pending"]) == 0
 
 
+def test_answers_go_on_after_redis_drops_the_connection_or_its_scripts(
+    writer: Writer, redis_server: str, redis_client: redis.Redis
+) -> None:
+    """Answers go out on a connection the rpc server keeps (not one from the pool per
+    answer), and by a script's digest: a server that closed that connection (an idle
+    `timeout`, CLIENT KILL, a restart) or forgot its scripts still gets the next answer."""
+    agent_adds_a_fact(writer, redis_server)
+    ask(redis_client, "what about Taipei?", "t:first")
+    writer.step(100)
+    assert redis_client.llen("t:first") == 1
+    redis_client.script_flush()
+    redis_client.client_kill_filter(_type="normal", skipme=True)  # the writer's connections
+    ask(redis_client, "Taipei again?", "t:second")
+    writer.step(100)
+    assert "Taipei" in json.loads(redis_client.lpop("t:second") or "{}")["text"]
+    assert redis_client.ttl("t:second") == -2  # popped; the answer had its expiry
+    assert int(redis_client.xpending(KEYS.rpc, GROUP)["pending"]) == 0
+
+
 def test_a_request_is_answered_before_the_bookkeeping_of_earlier_ones(
     writer: Writer, redis_server: str, redis_client: redis.Redis
 ) -> None:

@@ -209,6 +209,7 @@ class Daemon:
             stack.callback(engine.close)
             hot = HotSync(client, keys, self.clock)
             rpc = RpcServer(engine, client, keys, self.clock, self.metrics)
+            stack.callback(rpc.close)
             writer = Writer(engine, client, keys, self.config, self.clock, hot, self.metrics, rpc)
             stack.callback(writer.close)  # before engine.close: no snapshot still being written
             writer.snapshot_interval = _interval_seconds(self.config.schedule.snapshot, 2.0)
