@@ -265,6 +265,36 @@ def test_answers_go_on_after_redis_drops_the_connection_or_its_scripts(
     assert int(redis_client.xpending(KEYS.rpc, GROUP)["pending"]) == 0
 
 
+def test_a_batch_of_requests_gets_each_answer_or_error_in_its_own_place(
+    writer: Writer, redis_server: str, redis_client: redis.Redis
+) -> None:
+    """Answers are sent as each request is resolved, and Redis's replies to them read after
+    the batch; an error found then (a `reply_to` holding a hash), and a malformed request in
+    between, are answered where they belong and nothing is left pending."""
+    agent_adds_a_fact(writer, redis_server)
+    redis_client.hset("agent:state", "step", "3")
+    ask(redis_client, "what about Taipei?", "t:first")
+    ask(redis_client, "Taipei for the hash?", "agent:state")
+    ask(redis_client, "Taipei, last?", "t:last")
+    redis_client.xadd(KEYS.rpc, {"op": "resolve", "reply_to": "t:no-prompt"})
+    ask(redis_client, "what about Taipei, again?", "t:again")
+    ask(redis_client, "Taipei for the hash, again?", "agent:state")
+    ask(redis_client, "Taipei, once more?", "t:more")
+    assert writer.step(100).rpc == 7  # one batch
+    assert "Taipei" in json.loads(redis_client.lpop("t:first") or "{}")["text"]
+    refused = json.loads(redis_client.lpop("t:no-prompt") or "{}")
+    assert refused["ok"] is False and "prompt" in refused["error"]
+    for answered in ("t:last", "t:again", "t:more"):
+        assert redis_client.llen(answered) == 1
+        assert "Taipei" in json.loads(redis_client.lpop(answered) or "{}")["text"]
+    assert redis_client.hgetall("agent:state") == {"step": "3"}
+    dead = redis_client.xrange(KEYS.dead)
+    hashes = ["Taipei for the hash?", "Taipei for the hash, again?"]
+    assert [fields["prompt"] for _, fields in dead] == hashes
+    assert all("WRONGTYPE" in fields["error"] for _, fields in dead)
+    assert int(redis_client.xpending(KEYS.rpc, GROUP)["pending"]) == 0
+
+
 def test_a_request_is_answered_before_the_bookkeeping_of_earlier_ones(
     writer: Writer, redis_server: str, redis_client: redis.Redis
 ) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from dataclasses import dataclass
 from datetime import datetime
 from typing import cast
 
@@ -43,6 +44,16 @@ return pushed
 """
 
 
+@dataclass(frozen=True, slots=True)
+class _Sent:
+    """An answer sent whose replies are not read yet (`RpcServer.collect`)."""
+
+    request_id: str
+    raw: dict[str, str]
+    target: str
+    body: bytes
+
+
 class RpcServer:
     def __init__(
         self, engine: Engine, client: redis.Redis, keys: Keys, clock: Clock, metrics: Metrics
@@ -58,12 +69,16 @@ class RpcServer:
         # called by its digest, loaded on first use (and again after a Redis restart): a
         # pipeline holding a registered script would ask SCRIPT EXISTS on every answer
         self._push_sha = hashlib.sha1(_PUSH_REPLY.encode(), usedforsecurity=False).hexdigest()
-        # answers go out on a connection of their own, taken from the pool once (see `_send`)
+        # answers go out on a connection of their own, taken from the pool once (`_push`),
+        # and Redis's replies to them are read after the batch (`collect`)
         self._connection: Connection | None = None
+        self._sent: list[_Sent] = []
 
     def close(self) -> None:
-        """Give the answers' connection back to the pool."""
+        """Give the answers' connection back to the pool (closed if replies were unread)."""
         if self._connection is not None:
+            if self._sent:
+                self._drop_connection()
             self.client.connection_pool.release(self._connection)
             self._connection = None
 
@@ -88,10 +103,11 @@ class RpcServer:
         self.engine.record_selections(dict(sealed.popitem() for _ in range(count)))
 
     def handle(self, request_id: str, raw: dict[str, str]) -> None:
-        """Answer one request. A bad request is answered with its error; one that Redis
-        refuses to serve (a `reply_to` holding another type of key, a key the ACL denies) is
-        answered with that error if it can be, else kept in the dead letters: either way it
-        is acknowledged and never takes the daemon down."""
+        """Answer one request (Redis's replies to the answer are read by `collect`). A bad
+        request is answered with its error; one that Redis refuses to serve (a `reply_to`
+        holding another type of key, a key the ACL denies) is answered with that error if it
+        can be, else kept in the dead letters: either way it is acknowledged and never takes
+        the daemon down."""
         started = time.perf_counter()
         try:
             request = parse_request(request_id, raw, self.keys)
@@ -99,11 +115,13 @@ class RpcServer:
             self._refuse(request_id, raw, str(exc), reply_target(raw, self.keys))
             return
         try:
-            self._answer(request_id, request, started)
+            self._answer(request_id, raw, request, started)
         except redis.ResponseError as exc:
             self._refuse(request_id, raw, f"cannot answer: {exc}", request.reply_to)
 
-    def _answer(self, request_id: str, request: ResolveRequest, started: float) -> None:
+    def _answer(
+        self, request_id: str, raw: dict[str, str], request: ResolveRequest, started: float
+    ) -> None:
         seen: set[str] = set()
         if request.session:
             seen = set(cast(set[str], self.client.smembers(self.keys.sessions(request.session))))
@@ -122,7 +140,8 @@ class RpcServer:
             pipe.expire(self.keys.sessions(request.session), SESSION_TTL_SECONDS)
             pipe.execute()
         payload = {"id": request_id, **result_payload(result, request.trace)}
-        self._reply(request.reply_to, payload, request_id)
+        body = self._push(request.reply_to, payload, request_id)
+        self._sent.append(_Sent(request_id, raw, request.reply_to, body))
         # The accesses (what Engine.resolve records by default) are gathered and recorded
         # later, each entry's at once: an agent waits for its answer, not for them, and they
         # are no ranking evidence.
@@ -144,54 +163,94 @@ class RpcServer:
         the request (fields as sent, plus `error`) in the dead letters. Acknowledged."""
         log.warning("rpc.rejected", request_id=request_id, error=error[:300])
         if target is not None:
-            try:
-                self._reply(target, {"ok": False, "id": request_id, "error": error}, request_id)
+            self.collect()  # the connection's replies come in order: earlier answers' first
+            body = self._push(target, {"ok": False, "id": request_id, "error": error}, request_id)
+            refused = self._pushed(self._read_replies(), target, body)
+            if refused is None:
                 return
-            except redis.ResponseError as exc:
-                error = f"{error}; the error answer failed too: {exc}"
+            error = f"{error}; the error answer failed too: {refused}"
         max_len = self.engine.config.daemon.stream_max_len
         dead_letter(self.client, self.keys, request_id, raw, error, max_len, request=True)
 
-    def _reply(self, target: str, payload: dict[str, object], request_id: str) -> None:
-        """The answer, its expiry and the request's acknowledgement in one round trip (an
-        answered request needs no snapshot). The answer and its expiry are one script, so
-        that a `reply_to` holding another type of key gets neither (an EXPIRE alone would
-        set a timer on the agent's own key); a waiting BLPOP is served as soon as the answer
-        is pushed. orjson: a 1,000-token answer is about 10 KB of JSON, which the standard
-        library takes 0.1-0.3 ms to write here. Raises redis.ResponseError when Redis
-        refuses the answer (the request is acknowledged all the same)."""
-        body = orjson.dumps(payload)
-        pushed, _ = self._send(
-            ("EVALSHA", self._push_sha, 1, target, body, REPLY_TTL_SECONDS),
-            ("XACK", self.keys.rpc, GROUP, request_id),
-        )
-        if isinstance(pushed, NoScriptError):  # first use, or Redis restarted
-            self._push_sha = self.client.script_load(_PUSH_REPLY)
-            self.client.evalsha(self._push_sha, 1, target, body, REPLY_TTL_SECONDS)
-        elif isinstance(pushed, redis.ResponseError):
-            raise pushed
+    def collect(self) -> None:
+        """Read Redis's replies to the answers sent since the last call. An answer Redis
+        refused is answered with the error, or kept in the dead letters (`_refuse`). The
+        writer calls this after each batch: the replies' round trip overlaps the batch's
+        bookkeeping, instead of delaying it (in a loop of requests, the next one came before
+        the daemon was reading again)."""
+        sent, self._sent = self._sent, []
+        if not sent:
+            return
+        replies = [self._read_replies() for _ in sent]  # all first: `_refuse` sends more
+        for answer, pushed in zip(sent, replies, strict=True):
+            refused = self._pushed(pushed, answer.target, answer.body)
+            if refused is not None:
+                self._refuse(
+                    answer.request_id, answer.raw, f"cannot answer: {refused}", answer.target
+                )
 
-    def _send(self, *commands: tuple[str | int | bytes, ...]) -> list[object]:
-        """`commands` in one write, and their replies in order (an error reply as its
-        exception, not raised). On a connection kept for the answers: a redis-py pipeline
-        takes a connection from the pool, checks it and gives it back on every answer, which
-        was a fifth of what an answer costs after the resolve. Like the pool, it first checks
-        that the server has not closed the connection; a connection error is raised as from
-        any command."""
+    def _push(self, target: str, payload: dict[str, object], request_id: str) -> bytes:
+        """Send the answer, its expiry and the request's acknowledgement in one write (an
+        answered request needs no snapshot); returns the answer as sent. The answer and its
+        expiry are one script, so that a `reply_to` holding another type of key gets neither
+        (an EXPIRE alone would set a timer on the agent's own key); a waiting BLPOP is served
+        as soon as the answer is pushed. orjson: a 1,000-token answer is about 10 KB of JSON,
+        which the standard library takes 0.1-0.3 ms to write here.
+
+        On a connection kept for the answers: a redis-py pipeline takes a connection from
+        the pool, checks it and gives it back on every answer, which was a fifth of what an
+        answer costs after the resolve. Like the pool, it first checks that the server has
+        not closed the connection (an idle timeout, CLIENT KILL, a restart)."""
+        body = orjson.dumps(payload)
         connection = self._connection
         if connection is None:
             connection = self._connection = self.client.connection_pool.get_connection()
-        try:
-            if connection.can_read():  # closed by the server (an idle timeout, a restart)
-                connection.disconnect()  # sending reconnects, as the pool would
-        except (redis.ConnectionError, OSError):
-            connection.disconnect()
-        packed = connection.pack_commands(commands)  # type: ignore[no-untyped-call]  # redis-py: untyped
-        connection.send_packed_command(packed)  # type: ignore[no-untyped-call]
+        if not self._sent:  # no replies owed, so anything to read means it was closed
+            try:
+                if connection.can_read():
+                    self._drop_connection()
+            except (redis.ConnectionError, OSError):
+                self._drop_connection()
+        packed = connection.pack_commands(  # type: ignore[no-untyped-call]  # redis-py: untyped
+            [
+                ("EVALSHA", self._push_sha, 1, target, body, REPLY_TTL_SECONDS),
+                ("XACK", self.keys.rpc, GROUP, request_id),
+            ]
+        )
+        connection.send_packed_command(packed)  # type: ignore[no-untyped-call]  # reconnects
+        return body
+
+    def _read_replies(self) -> object:
+        """Redis's replies to one `_push`: the push's (an error reply as its exception, not
+        raised); the acknowledgement's is read and left."""
+        connection = self._connection
+        assert connection is not None  # a push came first
         replies: list[object] = []
-        for _ in commands:
+        for _ in range(2):
             try:
                 replies.append(connection.read_response())
             except redis.ResponseError as exc:
                 replies.append(exc)
-        return replies
+            except BaseException:
+                self._drop_connection()  # the replies still owed went with it
+                raise
+        return replies[0]
+
+    def _pushed(self, pushed: object, target: str, body: bytes) -> redis.ResponseError | None:
+        """None when the answer is in `target`, else why Redis refused it. A script Redis
+        does not know (its first use, or Redis restarted) is loaded and the push made again."""
+        if isinstance(pushed, NoScriptError):
+            self._push_sha = self.client.script_load(_PUSH_REPLY)
+            try:
+                self.client.evalsha(self._push_sha, 1, target, body, REPLY_TTL_SECONDS)
+            except redis.ResponseError as exc:
+                return exc
+            return None
+        return pushed if isinstance(pushed, redis.ResponseError) else None
+
+    def _drop_connection(self) -> None:
+        """Forget the answers whose replies were on the connection, and close it (the next
+        push reconnects)."""
+        self._sent = []
+        if self._connection is not None:
+            self._connection.disconnect()  # type: ignore[no-untyped-call]  # redis-py: untyped

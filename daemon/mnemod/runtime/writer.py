@@ -49,6 +49,8 @@ class RequestHandler(Settler, Protocol):
 
     def handle(self, request_id: str, raw: dict[str, str]) -> None: ...
 
+    def collect(self) -> None: ...
+
 
 @dataclass
 class _Saving:
@@ -167,6 +169,8 @@ class Writer:
         if result.applied or result.dead or result.skipped or result.rpc:
             self.publish(self.engine.drain_changes())
             self._log_batch(result)
+            if self.rpc is not None:
+                self.rpc.collect()  # Redis's replies to the answers, read meanwhile
             if deferred and self.books.starved:
                 self.books.run(bookkeeping.CATCH_UP_SECONDS)
         return result
