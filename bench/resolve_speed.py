@@ -164,7 +164,7 @@ def warm_up(call: Callable[[str], Any], prompts: Sequence[str], seconds: float) 
 
 
 BLOCK = 10  # calls of one mode in a row (in_blocks)
-ROUNDS = 2  # passes over the prompts (in_blocks)
+ROUNDS = 3  # passes over the prompts (in_blocks): 18 blocks, each order of three modes thrice
 
 
 def in_blocks(
@@ -175,13 +175,14 @@ def in_blocks(
     """Time each mode's calls, BLOCK in a row, over the prompts ROUNDS times (stopped
     after `max_seconds`). Within a block the calls of one mode follow each other as in a
     loop, on distinct prompts (a prompt resolved just before runs on caches it warmed);
-    the blocks take turns, each mode first in turn, so all see the same moments of a
-    noisy machine."""
+    the blocks take turns in every order in turn, so that all see the same moments of a
+    noisy machine and each follows each other as often (a daemon that sat idle through
+    the in-process calls wakes on colder caches than one that answered just before)."""
     deadline = time.monotonic() + max_seconds
+    orders = list(itertools.permutations(modes))
     for index, start in enumerate(range(0, len(prompts) * ROUNDS, BLOCK)):
         block = [prompts[i % len(prompts)] for i in range(start, start + BLOCK)]
-        shift = index % len(modes)
-        for samples, call in [*modes[shift:], *modes[:shift]]:
+        for samples, call in orders[index % len(orders)]:
             samples.extend(timed(lambda p=prompt, c=call: c(p)) for prompt in block)
         if time.monotonic() > deadline:
             break
