@@ -345,15 +345,31 @@ def test_history_past_the_snapshot_is_cut_back_after_a_crash(
     again.close()
 
 
-def test_resolve_selections_count_for_ttl_but_not_for_ranking(store: mnemod.Store) -> None:
+def test_resolve_selections_count_for_ttl_but_not_for_ranking(
+    store: mnemod.Store, clock: FixedClock
+) -> None:
     entry = store.add("The cat is named Miso")
+    resolver = store.engine.recall.resolver
+
+    def ranked() -> tuple[int, datetime]:
+        candidate = resolver.get(entry.id)
+        assert candidate is not None
+        return candidate.access_count, candidate.last_accessed_at
+
     store.resolve("what is the cat called?", budget=200)
     picked = store.get(entry.id)
     assert (picked.access_count, picked.selected_count) == (1, 1)
     assert picked.expires_at == T0 + timedelta(days=21)  # the TTL is extended all the same
-    assert store.engine.recall.resolver.get(entry.id).access_count == 0  # type: ignore[union-attr]
+    assert ranked()[0] == 0
+    clock.advance(timedelta(days=1))
     store.access(entry.id)
-    assert store.engine.recall.resolver.get(entry.id).access_count == 1  # type: ignore[union-attr]
+    assert ranked() == (1, T0 + timedelta(days=1))  # frecency reads both
+    clock.advance(timedelta(days=1))
+    store.resolve("what is the cat called?", budget=200)  # a selection: same count ...
+    assert ranked() == (1, T0 + timedelta(days=2))  # ... but a later last access
+    clock.advance(timedelta(days=1))
+    store.access(entry.id)
+    assert ranked() == (2, T0 + timedelta(days=3))
 
 
 def test_index_json_is_one_compact_document(store: mnemod.Store) -> None:

@@ -20,6 +20,8 @@ class Candidate:
     type: str
     content: str
     created_at: datetime
+    # read only while access_count > 0 (frecency), and kept current only then: the accesses
+    # that are a resolve's own selections leave the candidate as it was (`Resolver.accessed`)
     last_accessed_at: datetime
     key: str | None = None
     tokens: int = 0
@@ -50,12 +52,16 @@ def candidate_from_entry(entry: Entry, layer: Layer = "l3") -> Candidate:
         tier=entry.tier,
         triggers=tuple(entry.triggers),
         once=entry.once,
-        # Only deliberate accesses are evidence of relevance: a memory that resolve picked
-        # before is not more relevant now (else access feedback would take over ranking).
-        access_count=entry.access_count - entry.selected_count,
+        access_count=deliberate_accesses(entry),
         merged_from=tuple(entry.merged_from),
         tags=tuple(entry.tags),
     )
+
+
+def deliberate_accesses(entry: Entry) -> int:
+    """The accesses that are evidence of relevance: a memory that resolve picked before is
+    not more relevant now (else access feedback would take over ranking)."""
+    return entry.access_count - entry.selected_count
 
 
 class StandingItem(Protocol):

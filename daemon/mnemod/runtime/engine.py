@@ -143,11 +143,12 @@ class Engine:
             self.changed[entry_id] = op
         if op != "load":  # a text of an entry just read is serialized by `texts.warm`
             self.texts.forget(entry_id)
+        note = self.recall.accessed if op == "access" else self.recall.put
         entry = self.entries.get(entry_id)
         if entry is not None:
-            self.recall.put(entry, "l3")
+            note(entry, "l3")
         elif entry_id in self.l2_entries:
-            self.recall.put(self.l2_entries[entry_id], "l2")
+            note(self.l2_entries[entry_id], "l2")
         else:
             self.recall.drop(entry_id)
 

@@ -8,7 +8,12 @@ from collections.abc import Iterable
 from dataclasses import replace
 from datetime import datetime
 
-from mnemod.domain.candidates import Candidate, candidate_from_entry, candidate_from_l1
+from mnemod.domain.candidates import (
+    Candidate,
+    candidate_from_entry,
+    candidate_from_l1,
+    deliberate_accesses,
+)
 from mnemod.domain.model import Entry
 from mnemod.domain.resolve import Resolver, ResolveResult
 from mnemod.files.l1_files import L1Item
@@ -24,6 +29,11 @@ class Recall:
 
     def put(self, entry: Entry, layer: str) -> None:
         self.resolver.upsert(candidate_from_entry(entry, "l2" if layer == "l2" else "l3"))
+
+    def accessed(self, entry: Entry, layer: str) -> None:
+        """Only the entry's access fields changed."""
+        if not self.resolver.accessed(entry.id, deliberate_accesses(entry), entry.last_accessed_at):
+            self.put(entry, layer)
 
     def drop(self, entry_id: str) -> None:
         self.resolver.remove(entry_id)
