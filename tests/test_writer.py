@@ -186,6 +186,13 @@ def ask(client: redis.Redis, prompt: str, reply_to: str) -> None:
     client.xadd(KEYS.rpc, {"op": "resolve", "prompt": prompt, "reply_to": reply_to})
 
 
+def answer(writer: Writer, client: redis.Redis, reply_to: str, **fields: str) -> str:
+    """The text of one request's answer."""
+    client.xadd(KEYS.rpc, {"op": "resolve", "reply_to": reply_to, **fields})
+    writer.step(100)
+    return str(json.loads(client.lpop(reply_to) or "{}")["text"])
+
+
 def test_bytes_that_are_not_utf8_are_dead_lettered_as_sent(
     writer: Writer, redis_server: str, redis_client: redis.Redis
 ) -> None:
@@ -225,8 +232,14 @@ def test_a_request_redis_refuses_to_serve_never_stops_the_writer(
     """A `reply_to` that holds another type of key made RPUSH fail and took the daemon
     down (and again at each restart: the request stayed pending). Now the request is kept
     in the dead letters and acknowledged, the agent's key is left as it was (no expiry set
-    on it), and a session ledger of the wrong type gets an error answer."""
+    on it), and a session ledger of the wrong type gets an error answer (it is read only
+    when some item is `once`)."""
     agent_adds_a_fact(writer, redis_server)
+    redis_client.set(f"{KEYS.sessions('s0')}", "not a set")
+    assert "Taipei" in answer(writer, redis_client, "t:s0", prompt="Taipei?", session="s0")
+    with Client(redis_server) as agent:
+        agent.add("Greet the user by name first", tier="hot", once=True)
+    take_events(writer)
     redis_client.hset("agent:state", "step", "3")
     ask(redis_client, "what about Taipei?", "agent:state")
     redis_client.set(f"{KEYS.sessions('s1')}", "not a set")
@@ -293,6 +306,26 @@ def test_a_batch_of_requests_gets_each_answer_or_error_in_its_own_place(
     assert [fields["prompt"] for _, fields in dead] == hashes
     assert all("WRONGTYPE" in fields["error"] for _, fields in dead)
     assert int(redis_client.xpending(KEYS.rpc, GROUP)["pending"]) == 0
+
+
+def test_once_items_once_per_session_in_a_ledger_that_expires(
+    writer: Writer, redis_server: str, redis_client: redis.Redis
+) -> None:
+    """Under the daemon, which `once` items a session has seen lives in Redis, expiring a
+    day after the session's last request; a request without a session sees them always."""
+    with Client(redis_server) as agent:
+        agent.add("Greet the user by name first", tier="hot", once=True)
+        agent.add("The user writes in British English", tier="hot")
+    take_events(writer)
+    first = answer(writer, redis_client, "t:1", prompt="hello", session="s1")
+    assert "Greet the user" in first and "British English" in first
+    again = answer(writer, redis_client, "t:2", prompt="hello again", session="s1")
+    assert "Greet the user" not in again and "British English" in again
+    assert "Greet the user" in answer(writer, redis_client, "t:3", prompt="hi", session="s2")
+    assert "Greet the user" in answer(writer, redis_client, "t:4", prompt="hi")
+    assert 0 < redis_client.ttl(KEYS.sessions("s1")) <= 24 * 3600
+    redis_client.delete(KEYS.sessions("s1"))  # a session reset by hand starts over
+    assert "Greet the user" in answer(writer, redis_client, "t:5", prompt="hey", session="s1")
 
 
 def test_a_request_is_answered_before_the_bookkeeping_of_earlier_ones(

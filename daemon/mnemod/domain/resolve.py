@@ -103,6 +103,12 @@ class Resolver:
         self._near: dict[str, list[tuple[str, int]]] = {}  # neighbours; cleared when _order changes
         self._next_seq = 0
 
+    @property
+    def has_once_items(self) -> bool:
+        """Whether a session can change what resolve selects: some hot item is `once`."""
+        items = self._items
+        return any(items[i].once for i in self._hot)
+
     def __len__(self) -> int:
         return len(self._items)
 

@@ -374,6 +374,11 @@ class Engine:
             self.record_selection(result, now)
         return result
 
+    @property
+    def has_once_items(self) -> bool:
+        """Whether a session can change what resolve selects (some hot item is `once`)."""
+        return self.recall.resolver.has_once_items
+
     def record_selection(self, result: ResolveResult, now: datetime) -> None:
         """An access on every L2/L3 entry a resolve selected (as agents use it)."""
         self.record_selections({i.id: (1, now) for i in result.items if i.layer != "l1"})

@@ -123,7 +123,7 @@ class RpcServer:
         self, request_id: str, raw: dict[str, str], request: ResolveRequest, started: float
     ) -> None:
         seen: set[str] = set()
-        if request.session:
+        if request.session and self.engine.has_once_items:  # else the ledger changes nothing
             seen = set(cast(set[str], self.client.smembers(self.keys.sessions(request.session))))
         now = self.clock.now()
         result = self.engine.resolve(
