@@ -3,7 +3,9 @@ so it runs where the engine is owned). The `once` ledger of a session lives in R
 
 A request is answered first; the accesses its selection records are gathered, sealed once
 per snapshot interval and recorded when no request is waiting (`seal`, `settle`, called by
-the writer's bookkeeping), so a busy agent does not wait for them.
+the writer's bookkeeping), so a busy agent does not wait for them. Answers go out on a
+connection kept for them, and Redis's replies to a batch's answers are read after the batch
+(`collect`): the daemon is back at the stream before an agent's next request comes.
 """
 
 from __future__ import annotations
