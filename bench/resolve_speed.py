@@ -41,6 +41,9 @@ a request and its reply cost on this machine before any work is done. `server_fi
 `server_again_ms` are timed inside that server: the resolve it answers with, which runs
 right after the wait for the request, and the same resolve repeated at once; their
 difference is what waking on cold caches costs a server's resolve, transport aside.
+`floor_transport_ms` (floor p50 − server_first p50) is what the request and its reply cost
+that server beyond its own resolve: no server could add less here around a resolve of this
+size. `raw_minus_floor_ms` is the daemon's own share.
 
 With `--pause-ms N` every timed call (in process and over RPC) follows N ms of idle, as
 calls do when an agent resolves once per prompt: in process then also runs on cooled
@@ -469,6 +472,9 @@ def run_size(
                 row.update(rpc_latency(url, pid, folder, prompts, args.max_seconds))
             row["rpc_minus_local_ms"] = round(row["rpc_ms"]["p50"] - row["local_ms"]["p50"], 3)
             row["rpc_minus_used_ms"] = round(row["rpc_ms"]["p50"] - row["as_used_ms"]["p50"], 3)
+            floor = row["floor_ms"]["p50"]
+            row["floor_transport_ms"] = round(floor - row["server_first_ms"]["p50"], 3)
+            row["raw_minus_floor_ms"] = round(row["raw_ms"]["p50"] - floor, 3)
     return row
 
 
@@ -517,6 +523,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "srv again",
         "rpc-local",
         "rpc-used",
+        "floor tx",
+        "raw-floor",
         "cpu/req",
         "floor cpu",
     )
@@ -542,6 +550,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             r.get("server_again_ms", {}).get("p50", "-"),
             r.get("rpc_minus_local_ms", "-"),
             r.get("rpc_minus_used_ms", "-"),
+            r.get("floor_transport_ms", "-"),
+            r.get("raw_minus_floor_ms", "-"),
             r.get("cpu_ms", {}).get("daemon", "-"),
             r.get("cpu_ms", {}).get("floor", "-"),
         ]
