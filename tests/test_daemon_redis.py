@@ -25,6 +25,8 @@ from daemon_proc import (
 )
 from helpers import wait_until
 from mnemod.redisio.embedded import EmbeddedRedis
+from mnemod.redisio.keys import GROUP
+from mnemod.runtime.writer import CONSUMER
 
 
 @pytest.fixture
@@ -104,6 +106,35 @@ def leader_pid(client: Client) -> int | None:
     """The pid in the current lease holder's owner id (`host:pid:random`)."""
     holder = client.get(KEYS.lease)
     return int(holder.split(":")[-2]) if holder else None
+
+
+def test_a_batch_delivered_as_the_connection_went_is_read_again(
+    daemons: DaemonFactory,
+) -> None:
+    """Redis delivered a request and an event (they are pending for the daemon), but the
+    reply went with the daemon's connection. Once reconnected, the daemon reads its
+    pending entries again: the agent waiting for an answer gets it, and the memory is
+    stored. Before, they waited for the next start."""
+    data = daemons.data_dir()
+    proc = daemons.daemon(data).start()
+    client = daemons.client(proc.url_from_stdout())
+    proc.wait_log("daemon.running")
+    add_event(client, "User prefers the Asia/Taipei timezone", id="tz")
+    wait_until(lambda: [e["id"] for e in index_entries(data)] == ["tz"], 10)
+    proc.signal(signal.SIGSTOP)
+    try:
+        client.client_kill_filter(_type="normal", skipme=True)  # the daemon's connections
+        client.xadd(KEYS.rpc, {"op": "resolve", "prompt": "which timezone?", "reply_to": "t:lost"})
+        add_event(client, "The user's dog is called Miso", id="dog")
+        # delivered to the daemon's consumer, as its XREADGROUP would have been
+        client.xreadgroup(GROUP, CONSUMER, {KEYS.rpc: ">", KEYS.events: ">"})
+    finally:
+        proc.signal(signal.SIGCONT)
+    answer = client.blpop(["t:lost"], timeout=8)  # under the client's 10 s socket timeout
+    assert answer is not None, proc.tail()
+    assert "Asia/Taipei" in json.loads(answer[1])["text"]
+    wait_until(lambda: {e["id"] for e in index_entries(data)} == {"tz", "dog"}, 15)
+    assert proc.count_events("redis.unavailable") >= 1
 
 
 def test_two_daemons_one_leader_and_failover(

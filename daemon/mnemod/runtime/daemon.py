@@ -302,6 +302,7 @@ class Daemon:
                 )
                 self._revive_embedded()
                 backoff.wait()
+                writer.reread_pending()  # a batch delivered as the connection went
                 continue
             except redis.ResponseError as exc:
                 # Redis refused a command (a key of mnemod's that something else overwrote
@@ -339,7 +340,7 @@ class Daemon:
             holder = parts.lease.holder()
             raise LeaseLost(f"lease of {self.options.namespace} is held by {holder}")
         parts.writer.ensure_groups()
-        parts.writer.read_from = dict.fromkeys(parts.writer.read_from, "0")
+        parts.writer.reread_pending()
         parts.hot.rebuild(parts.engine)
 
     def _heartbeat(self, parts: Leading) -> None:

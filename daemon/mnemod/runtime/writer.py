@@ -119,6 +119,14 @@ class Writer:
                 if "BUSYGROUP" not in str(exc):
                     raise
 
+    def reread_pending(self) -> None:
+        """After a lost connection: read both streams' pending entries again from the
+        start. Redis may have delivered a batch whose reply went with the connection; those
+        events and requests are pending for this consumer and nobody else reads them, so
+        they would wait for the next start (an agent's request until it gave up). What was
+        applied is skipped by its id; an answered request is no longer pending."""
+        self.read_from = dict.fromkeys(self.read_from, "0")
+
     # ---- the loop body -----------------------------------------------------------------
     def step(self, block_ms: int) -> BatchResult:
         """Read one batch of events and requests, apply it, sync the hot layer; with none
