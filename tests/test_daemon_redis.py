@@ -88,8 +88,12 @@ def test_redis_outage_pauses_and_resumes(daemons: DaemonFactory, external: Embed
     rng = random.Random(5)
     first = [add_event(client, distinct_content(rng)) for _ in range(100)]
     external.stop()  # at once: some events are applied, some not yet
-    proc.wait_log("redis.unavailable")
+    proc.wait_log("redis.unavailable", at_least=3)
     assert proc.running()
+    waits = [e["retry_in"] for e in proc.log_events() if e.get("event") == "redis.unavailable"]
+    # one attempt per failure, and the wait is the one logged: the ceiling doubles (0.1,
+    # 0.2, 0.4 s, less up to half of it); each failure counted twice, it went 0.1, 0.4, 1.6
+    assert all(wait <= 0.1 * 2**n + 0.005 for n, wait in enumerate(waits[:3])), waits
     external.start()  # same folder, same socket, the AOF brings the events back
     client = daemons.client(external.url)
     second = [add_event(client, distinct_content(rng)) for _ in range(100)]

@@ -171,7 +171,8 @@ class Backoff:
             raise ValueError("Backoff needs 0 < base ≤ cap, factor ≥ 1 and 0 ≤ jitter ≤ 1")
 
     def next_delay(self) -> float:
-        """The next delay in seconds; counts an attempt."""
+        """The next delay in seconds; counts an attempt, so call it once per failure (and
+        `sleep` that delay, or use `wait`)."""
         exponent = min(self.attempts, 64)  # beyond this the cap always wins; avoid overflow
         ceiling = min(self.cap, self.base * self.factor**exponent)
         self.attempts += 1

@@ -44,6 +44,7 @@ from mnemod.runtime.writer import Writer
 
 log = structlog.get_logger("mnemod.daemon")
 REDIS_ERRORS = (redis.ConnectionError, redis.TimeoutError)
+REVIVE_CALM_SECONDS = 10.0  # an embedded server started again sooner is a crash loop
 
 
 class State(enum.Enum):
@@ -91,6 +92,7 @@ class Daemon:
         self.notifier = Notifier.from_environ()
         self.url = ""
         self.embedded: EmbeddedRedis | None = None  # the embedded default, when in use
+        self._revived_at = -math.inf  # when the embedded server was last started again
 
     # ---- called from signal handlers: only set flags ----------------------------------
     def request_stop(self) -> None:
@@ -164,11 +166,9 @@ class Daemon:
             try:
                 version = check_version(client, self.url)
             except MnemodError as exc:
-                log.warning(
-                    "redis.unavailable", error=str(exc), retry_in=round(backoff.next_delay(), 2)
-                )
-                self._revive_embedded()
-                backoff.wait()
+                delay = self._retry_delay(backoff)
+                log.warning("redis.unavailable", error=str(exc), retry_in=round(delay, 2))
+                backoff.sleep(delay)
                 continue
             log.info("redis.connected", version=".".join(map(str, version)))
             return
@@ -295,40 +295,48 @@ class Daemon:
                 writer.commit()
                 backoff.reset()
             except REDIS_ERRORS as exc:
-                log.warning(
-                    "redis.unavailable",
-                    error=type(exc).__name__,
-                    retry_in=round(backoff.next_delay(), 2),
-                )
-                self._revive_embedded()
-                backoff.wait()
+                delay = self._retry_delay(backoff)
+                log.warning("redis.unavailable", error=type(exc).__name__, retry_in=round(delay, 2))
+                backoff.sleep(delay)
                 writer.reread_pending()  # a batch delivered as the connection went
                 continue
             except redis.ResponseError as exc:
                 # Redis refused a command (a key of mnemod's that something else overwrote
                 # with another type, say): say so and try again, rather than exit and be
                 # restarted into the same refusal until systemd gives up
-                log.error(
-                    "redis.command_refused",
-                    error=str(exc)[:300],
-                    retry_in=round(backoff.next_delay(), 2),
-                )
-                backoff.wait()
+                delay = backoff.next_delay()
+                log.error("redis.command_refused", error=str(exc)[:300], retry_in=round(delay, 2))
+                backoff.sleep(delay)
                 continue
             if ping_every is not None and time.monotonic() - last_ping >= ping_every:
                 self.notifier.watchdog()
                 last_ping = time.monotonic()
 
-    def _revive_embedded(self) -> None:
+    def _retry_delay(self, backoff: Backoff) -> float:
+        """How long to wait before trying Redis again. The embedded server, if it went
+        away, is started again first and then tried at once: an outage's backoff (up to
+        30 s) would only keep a fresh server idle. A server that keeps going away (started
+        again within REVIVE_CALM_SECONDS) is waited for as any outage is."""
+        last = self._revived_at
+        if self._revive_embedded():
+            self._revived_at = time.monotonic()
+            if self._revived_at - last > REVIVE_CALM_SECONDS:
+                backoff.reset()
+        return backoff.next_delay()
+
+    def _revive_embedded(self) -> bool:
         """The embedded server went away under us (the daemon of another namespace on this
-        folder stopped it, or it crashed): start it again, from its append-only file."""
+        folder stopped it, or it crashed): start it again, from its append-only file. True
+        when it was started again."""
         if self.embedded is None:
-            return
+            return False
         try:
             if self.embedded.revive():
                 log.warning("redis.embedded.revived", pid=self.embedded.pid)
+                return True
         except MnemodError as exc:
             log.error("redis.embedded.revive_failed", error=str(exc))
+        return False
 
     def _recover_lost_data(self, parts: Leading) -> None:
         """Redis lost its data (FLUSHALL, a restart without persistence): take the lease
