@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 import signal
 import time
 from collections.abc import Iterator
@@ -104,6 +105,37 @@ def test_redis_outage_pauses_and_resumes(daemons: DaemonFactory, external: Embed
     assert proc.running()
     proc.signal(signal.SIGTERM)
     assert proc.wait_exit(timeout=30) == 0
+
+
+def test_a_stop_while_redis_is_down_still_writes_the_last_snapshot(
+    daemons: DaemonFactory, external: EmbeddedRedis
+) -> None:
+    """The events applied since the last snapshot exist only in the daemon's memory and in
+    Redis. A stop while Redis is down raised at the final snapshot's hot-layer work, and
+    wrote nothing: a Redis that came back empty would have lost them. Now the files get
+    them, and the next daemon, on an empty Redis, starts with them."""
+    data = daemons.data_dir()
+    slow = {"MNEMOD_SCHEDULE_SNAPSHOT": "1h"}  # applied, not yet in a snapshot
+    proc = daemons.daemon(data, redis_url=external.url, env=slow).start()
+    proc.wait_log("daemon.running")
+    client = daemons.client(external.url)
+    rng = random.Random(11)
+    for n in range(20):
+        add_event(client, distinct_content(rng), id=f"kept-{n}")
+    client.xadd(KEYS.rpc, {"op": "resolve", "prompt": "anything", "reply_to": "t:a"})
+    wait_until(lambda: unread(client) == 0 and client.llen("t:a") == 1, timeout=10)
+    assert index_entries(data) == []
+    external.stop()
+    proc.wait_log("redis.unavailable")
+    proc.signal(signal.SIGTERM)
+    assert proc.wait_exit(timeout=30) == 0, proc.tail()
+    assert proc.count_events("snapshot.written_without_redis") == 1
+    assert sorted(e["id"] for e in index_entries(data)) == sorted(f"kept-{n}" for n in range(20))
+    shutil.rmtree(external.folder / "appendonlydir")  # Redis comes back empty
+    external.start()
+    again = daemons.daemon(data, redis_url=external.url).start()
+    again.wait_log("daemon.running")
+    assert daemons.client(external.url).zcard(KEYS.hot) == 20  # rebuilt from the files
 
 
 def leader_pid(client: Client) -> int | None:

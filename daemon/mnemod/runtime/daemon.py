@@ -240,8 +240,12 @@ class Daemon:
             self.state = State.STOPPING
             self.notifier.stopping("draining")
             log.info("daemon.draining", namespace=ns)
-            writer.commit(force=True)
-            status.write(engine, writer, hot, scheduler, state=self.state.value)
+            try:
+                writer.commit(force=True)
+                status.write(engine, writer, hot, scheduler, state=self.state.value)
+            except REDIS_ERRORS as exc:
+                log.warning("redis.unavailable", error=type(exc).__name__, at="shutdown")
+                writer.save_without_redis()
 
     def _open_engine(self, lease: Lease) -> Engine:
         paths = NamespacePaths(self.options.data_dir, self.options.namespace)

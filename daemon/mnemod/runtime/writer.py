@@ -296,6 +296,28 @@ class Writer:
             self._collect(wait=True)
         return True
 
+    def save_without_redis(self) -> None:
+        """The last snapshot when Redis is gone at shutdown: what the engine holds goes to
+        the files, the answered selections included. The hot layer and the
+        acknowledgements wait for the next start, which rebuilds the one from the files and
+        reads the pending events again, skipping what this snapshot holds. Without it a
+        Redis that came back empty would have lost the events applied since the last
+        snapshot."""
+        saving, self._saving = self._saving, None
+        if saving is not None:
+            try:
+                saving.done.result()
+            except BaseException:
+                self.engine.saving.dirty = True
+                raise
+        self.books.seal()
+        if self.rpc is not None:
+            self.rpc.settle(None)  # into the entries; the hot layer is rebuilt at start
+        write = self.engine.saving.prepare_save()
+        if write is not None:
+            write()
+        log.warning("snapshot.written_without_redis", entries=len(self.engine.entries))
+
     def _collect(self, wait: bool) -> None:
         """Acknowledge the events of the snapshot being written once it is durable. If the
         write failed they wait for the next snapshot, and the error goes up as it did when
