@@ -299,3 +299,14 @@ def distinct_content(rng: random.Random, words: int = 5) -> str:
     return " ".join(
         "".join(rng.choice(string.ascii_lowercase) for _ in range(9)) for _ in range(words)
     )
+
+
+def serving_one_fact(daemons: DaemonFactory, data_dir: Path) -> tuple[DaemonProc, Client]:
+    """A daemon on `data_dir` whose index holds one memory (`tz`, the user's timezone),
+    and a client of its Redis."""
+    proc = daemons.daemon(data_dir).start()
+    client = daemons.client(proc.url_from_stdout())
+    proc.wait_log("daemon.running")
+    add_event(client, "User prefers the Asia/Taipei timezone", id="tz")
+    wait_until(lambda: [e["id"] for e in index_entries(data_dir)] == ["tz"], 10)
+    return proc, client

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import signal
 import time
 from pathlib import Path
@@ -22,6 +23,7 @@ from daemon_proc import (
     index_entries,
     index_last_event_id,
     pending,
+    serving_one_fact,
 )
 from helpers import wait_until
 from mnemod.client import Client as MemoryClient
@@ -300,3 +302,28 @@ def test_idle_daemon_uses_almost_no_cpu(daemons: DaemonFactory) -> None:
     used = cpu_seconds(proc.pid) - before
     print(f"idle CPU: {used:.3f} s over {time.monotonic() - started:.1f} s")
     assert used < 0.5
+
+
+def test_a_snapshot_that_cannot_be_written_keeps_the_daemon_serving(
+    daemons: DaemonFactory,
+) -> None:
+    """A full disk or a read-only filesystem made the snapshot's write raise, and the
+    daemon exited (under systemd: restarted into the same error until it gave up). Now it
+    logs `files.write_failed`, goes on answering, tries again less and less often, and
+    acknowledges the events once a snapshot is written."""
+    data = daemons.data_dir()
+    proc, client = serving_one_fact(daemons, data)
+    index = data / "default" / "l3" / "index.json"
+    index.unlink()
+    (index / "in-the-way").mkdir(parents=True)  # the file cannot be written there
+    add_event(client, "The user's dog is called Miso", id="dog")
+    proc.wait_log("files.write_failed")
+    client.xadd(KEYS.rpc, {"op": "resolve", "prompt": "the dog's name?", "reply_to": "t:dog"})
+    answer = client.blpop(["t:dog"], timeout=8)
+    assert answer is not None and "Miso" in json.loads(answer[1])["text"], proc.tail()
+    assert proc.running() and pending(client) == 1
+    shutil.rmtree(index)
+    wait_until(lambda: {e["id"] for e in index_entries(data)} == {"tz", "dog"}, 15)
+    wait_until(lambda: pending(client) == 0, 10)
+    proc.signal(signal.SIGTERM)
+    assert proc.wait_exit(timeout=30) == 0

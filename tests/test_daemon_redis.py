@@ -22,6 +22,7 @@ from daemon_proc import (
     distinct_content,
     index_entries,
     pending,
+    serving_one_fact,
     unread,
 )
 from helpers import wait_until
@@ -152,11 +153,7 @@ def test_a_batch_delivered_as_the_connection_went_is_read_again(
     pending entries again: the agent waiting for an answer gets it, and the memory is
     stored. Before, they waited for the next start."""
     data = daemons.data_dir()
-    proc = daemons.daemon(data).start()
-    client = daemons.client(proc.url_from_stdout())
-    proc.wait_log("daemon.running")
-    add_event(client, "User prefers the Asia/Taipei timezone", id="tz")
-    wait_until(lambda: [e["id"] for e in index_entries(data)] == ["tz"], 10)
+    proc, client = serving_one_fact(daemons, data)
     proc.signal(signal.SIGSTOP)
     try:
         client.client_kill_filter(_type="normal", skipme=True)  # the daemon's connections

@@ -23,6 +23,7 @@ from mnemod.files import l3_store
 from mnemod.files.l3_store import IndexWriter, L3Snapshot, load_index
 from mnemod.redisio.keys import GROUP, Keys
 from mnemod.runtime import bookkeeping
+from mnemod.runtime import writer as writer_module
 from mnemod.runtime.commands import Command
 from mnemod.runtime.engine import Engine
 from mnemod.runtime.hot_sync import HotSync
@@ -129,9 +130,32 @@ def test_a_failed_snapshot_leaves_its_events_for_the_next(
         writer.commit(force=True)
     assert pending(redis_client) == 1
     assert writer.engine.saving.dirty and writer.unacked
-    assert writer.commit(force=True)
+    assert writer.failed_snapshots == 1 and 0 < writer.snapshot_retry_in <= 1.0
+    assert not writer.commit()  # not tried again yet (each try writes the whole index)
+    assert writer.commit(force=True)  # a stop does try
+    assert writer.failed_snapshots == 0 and writer.snapshot_retry_in == 0
     assert pending(redis_client) == 0
     assert on_disk(writer) == ["A fact worth keeping"]
+
+
+def test_failed_snapshots_are_tried_again_less_and_less_often(
+    writer: Writer, redis_server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def full(*_args: Any, **_kwargs: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    real = l3_store.save_index
+    monkeypatch.setattr(l3_store, "save_index", full)
+    monkeypatch.setattr(writer_module, "SNAPSHOT_RETRY_SECONDS", 10.0)
+    agent_adds_a_fact(writer, redis_server)
+    waits = []
+    for _ in range(4):
+        with pytest.raises(OSError):
+            writer.commit(force=True)
+        waits.append(round(writer.snapshot_retry_in))
+    assert waits == [10, 20, 40, 60]  # doubled, up to the cap
+    monkeypatch.setattr(l3_store, "save_index", real)  # space again
+    assert writer.commit(force=True) and writer.failed_snapshots == 0
 
 
 def test_an_older_snapshot_never_replaces_a_newer(tmp_path: Path) -> None:

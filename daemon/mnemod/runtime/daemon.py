@@ -298,6 +298,17 @@ class Daemon:
                     self._recover_lost_data(parts)
                 writer.commit()
                 backoff.reset()
+            except OSError as exc:
+                # The files cannot be written (a full disk, a read-only filesystem): the
+                # events stay unacknowledged in Redis, requests are still answered, and the
+                # snapshot is tried again later. Exiting would only restart into the same
+                # error until systemd gave up.
+                log.error(
+                    "files.write_failed",
+                    error=str(exc)[:300],
+                    failures=writer.failed_snapshots,
+                    retry_in=round(writer.snapshot_retry_in, 1),
+                )
             except REDIS_ERRORS as exc:
                 delay = self._retry_delay(backoff)
                 log.warning("redis.unavailable", error=type(exc).__name__, retry_in=round(delay, 2))

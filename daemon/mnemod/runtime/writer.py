@@ -42,6 +42,10 @@ CONSUMER = "writer"  # one name for every leader, so a new leader inherits the p
 # BLOCK only at its timer's pace (every 100 ms at the default `hz 10`), so this wait lasts
 # up to that long, and a written snapshot is acknowledged within 100 ms.
 SAVE_POLL_MS = 10
+# After a snapshot failed (a full disk, a read-only filesystem): the next is tried after
+# this, doubled per failure in a row up to the cap. Each try serializes the whole index.
+SNAPSHOT_RETRY_SECONDS = 1.0
+SNAPSHOT_RETRY_CAP_SECONDS = 60.0
 
 
 class RequestHandler(Settler, Protocol):
@@ -102,6 +106,8 @@ class Writer:
         self.groups_recreated = False
         self._saver = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemod-snapshot")
         self._saving: _Saving | None = None
+        self.failed_snapshots = 0  # in a row; see `snapshot_retry_in`
+        self._retry_at = 0.0
 
     def close(self) -> None:
         """Wait for a snapshot being written. Its events stay pending unless a commit
@@ -268,10 +274,22 @@ class Writer:
             self.books.seal()
         return started
 
+    @property
+    def snapshot_retry_in(self) -> float:
+        """Seconds until a failed snapshot is tried again (0 when none failed)."""
+        return max(0.0, self._retry_at - time.monotonic()) if self.failed_snapshots else 0.0
+
+    def _failed(self) -> None:
+        self.failed_snapshots += 1
+        delay = SNAPSHOT_RETRY_SECONDS * 2 ** min(self.failed_snapshots - 1, 16)
+        self._retry_at = time.monotonic() + min(SNAPSHOT_RETRY_CAP_SECONDS, delay)
+
     def _snapshot(self, force: bool) -> bool:
         self._collect(wait=force)
         if self._saving is not None:
             return False
+        if not force and self.snapshot_retry_in > 0:
+            return False  # the last one failed: not yet
         engine = self.engine
         elapsed = time.monotonic() - self.last_commit
         hard = bool(self.unacked) or engine.saving.dirty or engine.journal.pending
@@ -283,7 +301,11 @@ class Writer:
         else:
             self.books.run(None)
         started = time.perf_counter()
-        write = engine.saving.prepare_save()
+        try:
+            write = engine.saving.prepare_save()
+        except OSError:
+            self._failed()
+            raise
         events, self.unacked = self.unacked, []
         self.last_commit = time.monotonic()
         if write is None:
@@ -331,7 +353,9 @@ class Writer:
         except BaseException:
             self.engine.saving.dirty = True
             self.unacked = saving.events + self.unacked
+            self._failed()
             raise
+        self.failed_snapshots = 0
         seconds = saving.prepared + written  # not the wait until it was collected
         self.metrics.snapshot_written(self.keys.namespace, seconds)
         log.info(
