@@ -314,7 +314,7 @@ class L1Registry:
             self._problems[path.name] = problem
             kept = path.name in self._files
         log.warning(
-            "l1.file_rejected",
+            "l1.file_refused",
             file=path.name,
             line=error.line,
             reason=error.reason,
