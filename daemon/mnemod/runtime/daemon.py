@@ -166,9 +166,7 @@ class Daemon:
             try:
                 version = check_version(client, self.url)
             except MnemodError as exc:
-                delay = self._retry_delay(backoff)
-                log.warning("redis.unavailable", error=str(exc), retry_in=round(delay, 2))
-                backoff.sleep(delay)
+                self._wait_out(backoff, str(exc))
                 continue
             log.info("redis.connected", version=".".join(map(str, version)))
             return
@@ -310,9 +308,7 @@ class Daemon:
                     retry_in=round(writer.snapshot_retry_in, 1),
                 )
             except REDIS_ERRORS as exc:
-                delay = self._retry_delay(backoff)
-                log.warning("redis.unavailable", error=type(exc).__name__, retry_in=round(delay, 2))
-                backoff.sleep(delay)
+                self._wait_out(backoff, type(exc).__name__)
                 writer.reread_pending()  # a batch delivered as the connection went
                 continue
             except redis.ResponseError as exc:
@@ -327,26 +323,27 @@ class Daemon:
                 self.notifier.watchdog()
                 last_ping = time.monotonic()
 
-    def _retry_delay(self, backoff: Backoff) -> float:
-        """How long to wait before trying Redis again. The embedded server, if it went
-        away, is started again first and then tried at once: an outage's backoff (up to
-        30 s) would only keep a fresh server idle. A server that keeps going away (started
-        again within REVIVE_CALM_SECONDS) is waited for as any outage is."""
+    def _wait_out(self, backoff: Backoff, error: str) -> None:
+        """Say Redis is unavailable and wait before trying again. The embedded server, if it
+        went away, is started again first and then tried at once: an outage's backoff (up
+        to 30 s) would only keep a fresh server idle. A server that keeps going away
+        (started again within REVIVE_CALM_SECONDS) is waited for as any outage is."""
         last = self._revived_at
-        if self._revive_embedded():
-            self._revived_at = time.monotonic()
-            if self._revived_at - last > REVIVE_CALM_SECONDS:
-                backoff.reset()
-        return backoff.next_delay()
+        if self._revive_embedded() and self._revived_at - last > REVIVE_CALM_SECONDS:
+            backoff.reset()
+        delay = backoff.next_delay()
+        log.warning("redis.unavailable", error=error, retry_in=round(delay, 2))
+        backoff.sleep(delay)
 
     def _revive_embedded(self) -> bool:
         """The embedded server went away under us (the daemon of another namespace on this
         folder stopped it, or it crashed): start it again, from its append-only file. True
-        when it was started again."""
+        when it was started again (and `_revived_at` says when)."""
         if self.embedded is None:
             return False
         try:
             if self.embedded.revive():
+                self._revived_at = time.monotonic()
                 log.warning("redis.embedded.revived", pid=self.embedded.pid)
                 return True
         except MnemodError as exc:
