@@ -27,10 +27,11 @@ own embedded redis-server). `rpc`: `mnemod.client.Client.resolve`, as a Python a
 process again (as `as_used`, on a copy of the folder). The three take turns in blocks
 (`in_blocks`), as the in-process modes do. (Taking turns call by call made every RPC wake a
 daemon that had sat idle through the other modes' calls; on a virtual machine an idle vCPU
-is halted, and waking it costs 0.1-1 ms.) `rpc_minus_local_ms` (rpc p50 − local p50) is
-what the RPC adds, like for like: the same moments, the daemon's work between requests
-included; `rpc_minus_used_ms` (rpc p50 − `as_used` p50) compares with the in-process pass
-that ran alone, before the daemon started.
+is halted, and waking it costs 0.1-1 ms.) `rpc_minus_local_ms` (rpc p50 − local p50)
+compares with in-process calls at the same moments; `rpc_minus_used_ms` (rpc p50 −
+`as_used` p50) with the in-process pass that ran alone, before the daemon started. Both
+baselines record the accesses of what they select, which the daemon does after answering:
+against `pure` the RPC adds more than either says.
 
 `floor_ms` is the raw exchange with the smallest possible server in place of the daemon: a
 redis-py loop around `engine.resolve` on the copy. What separates it from in process is the
