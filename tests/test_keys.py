@@ -1,4 +1,4 @@
-"""Every Redis key name as an exact string: the contract agents rely on (DESIGN §3)."""
+"""Every Redis key name as an exact string: the contract agents rely on (docs/design.md §3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Resolve: the token-budgeted context for a prompt (DESIGN §4). Pure: `now` is passed in.
+"""Resolve: the token-budgeted context for a prompt (docs/design.md §4). Pure: `now` is passed in.
 
 Selection order:
 1. hot — L1 items without triggers and entries with tier=hot (`once` items once per session),

@@ -1,4 +1,4 @@
-"""The hot layer in Redis (DESIGN §3): one hash per item plus its index entries.
+"""The hot layer in Redis (docs/design.md §3): one hash per item plus its index entries.
 
 An item and its index entries (layer sorted set, `kw:<term>` sets, `key:<label>` string)
 change together in one MULTI/EXEC, so an agent never sees an item without its index

@@ -1,4 +1,4 @@
-"""Every Redis key name mnemod uses, built in this one module (DESIGN §3).
+"""Every Redis key name mnemod uses, built in this one module (docs/design.md §3).
 
 All keys of namespace `ns` start with `<prefix>:{ns}:`; the `{ns}` hash tag keeps one
 namespace in one Redis Cluster slot, so the hot layer's MULTI/EXEC and Lua scripts stay

@@ -1,7 +1,7 @@
 """Commands posted to the single writer by the scheduler, the file watcher and signals.
 
 Producers only enqueue; the writer thread executes. That keeps one writer per namespace
-without locks around the engine (STYLE: handlers only enqueue).
+without locks around the engine (handlers only enqueue: one consumer owns the engine).
 """
 
 from __future__ import annotations
