@@ -176,7 +176,8 @@ def load_config(
     for section, values in (overrides or {}).items():
         for key, value in values.items():
             if value is not None:
-                tree.setdefault(section, {})[key] = (value, f"--{key.replace('_', '-')}")
+                flag = f"--{section}-{key}".replace("_", "-")  # --redis-url, --metrics-port
+                tree.setdefault(section, {})[key] = (value, flag)
     return _build(tree, label)
 
 
@@ -387,21 +388,31 @@ def parse_schedule(spec: str) -> tuple[str, Any]:
     return ("interval", interval)
 
 
-def config_as_tree(config: Config, redact: bool = True) -> dict[str, dict[str, Any]]:
-    """The effective config as a TOML-shaped tree (durations as text, password redacted)."""
+def config_as_tree(
+    config: Config, redact: bool = True, seconds: bool = False
+) -> dict[str, dict[str, Any]]:
+    """The effective config as a TOML-shaped tree (password redacted). Durations are text
+    (`14d`), or with `seconds` numbers of seconds, which the config accepts as well."""
+
+    def duration(value: timedelta) -> str | float | int:
+        if not seconds:
+            return format_duration(value)
+        total = value.total_seconds()
+        return int(total) if total.is_integer() else total
+
     tree: dict[str, dict[str, Any]] = {}
     for section in _SECTIONS:
         value = getattr(config, section)
         if section == "ttl":
-            entries = {name: format_duration(d) for name, d in value.types.items()}
-            entries["access_extension"] = format_duration(value.access_extension)
-            entries["max_lifetime"] = format_duration(value.max_lifetime)
+            entries = {name: duration(d) for name, d in value.types.items()}
+            entries["access_extension"] = duration(value.access_extension)
+            entries["max_lifetime"] = duration(value.max_lifetime)
             tree[section] = entries
             continue
         rendered: dict[str, Any] = {}
         for f in dataclasses.fields(value):
             item = getattr(value, f.name)
-            rendered[f.name] = format_duration(item) if isinstance(item, timedelta) else item
+            rendered[f.name] = duration(item) if isinstance(item, timedelta) else item
         tree[section] = rendered
     if redact:
         tree["redis"]["url"] = redact_url(config.redis.url)

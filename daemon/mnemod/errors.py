@@ -14,6 +14,12 @@ class MnemodError(Exception):
     exit_code = 1
 
 
+class UsageError(MnemodError):
+    """A command line argparse refuses (unknown flag, missing argument, bad choice)."""
+
+    exit_code = 2
+
+
 class InvalidInputError(MnemodError):
     """Bad input from outside (an event, a CLI argument, a request): names the field."""
 
@@ -28,7 +34,8 @@ class InvalidInputError(MnemodError):
 
 
 class ConfigError(MnemodError):
-    """A config value that cannot be used; message is `file:key: reason`."""
+    """A config value that cannot be used; message is `file:key: reason`, or for a
+    command-line flag `--flag (key): reason`."""
 
     exit_code = 2
 
@@ -36,7 +43,8 @@ class ConfigError(MnemodError):
         self.source = source
         self.key = key
         self.reason = reason
-        super().__init__(f"{source}:{key}: {reason}")
+        where = f"{source} ({key})" if source.startswith("--") else f"{source}:{key}"
+        super().__init__(f"{where}: {reason}")
 
 
 class CorruptFileError(MnemodError):

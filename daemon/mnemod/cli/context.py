@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -13,11 +14,19 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from mnemod.clock import Clock, clock_from_env, format_time
 from mnemod.config import Config, load_config
+from mnemod.errors import InvalidInputError
 from mnemod.runtime.paths import NamespacePaths, check_namespace, default_data_dir
 
 if TYPE_CHECKING:  # loaded by the commands that open the files (see mnemod/__init__.py)
     from mnemod.domain.model import Entry
     from mnemod.runtime.engine import Engine
+
+
+def data_dir_source(args: argparse.Namespace) -> str:
+    """Where the data folder was given, for error messages."""
+    if args.data_dir:
+        return "--data-dir"
+    return "MNEMOD_DATA_DIR" if os.environ.get("MNEMOD_DATA_DIR") else "data folder"
 
 
 @dataclass
@@ -37,6 +46,8 @@ class Context:
             overrides["metrics"] = {"port": args.metrics_port}
         config = load_config(args.config, overrides=overrides)
         data_dir = Path(args.data_dir) if args.data_dir else default_data_dir()
+        if data_dir.exists() and not data_dir.is_dir():
+            raise InvalidInputError(data_dir_source(args), f"{data_dir} is not a folder")
         return cls(
             args=args,
             config=config,
@@ -45,6 +56,19 @@ class Context:
             namespace=check_namespace(args.namespace),
             as_json=args.json,
         )
+
+    def make_data_dir(self) -> None:
+        """Create the data folder (and its parents) if missing, or say why it cannot be."""
+        try:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InvalidInputError(
+                data_dir_source(self.args), f"cannot create {self.data_dir}: {exc.strerror}"
+            ) from exc
+        if not os.access(self.data_dir, os.W_OK | os.X_OK):
+            raise InvalidInputError(
+                data_dir_source(self.args), f"{self.data_dir} is not writable by uid {os.getuid()}"
+            )
 
     @property
     def paths(self) -> NamespacePaths:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import TYPE_CHECKING, Any
 
 from mnemod.cli.context import Context
@@ -17,48 +18,104 @@ if TYPE_CHECKING:
     from mnemod.runtime.engine import Engine
 
 
+TYPES_HELP = (
+    "memory type: context, preference, progress, relation, insight, or one added under "
+    "[ttl] in the config; sets the base lifetime (default: context)"
+)
+ID_HELP = "entry id, or its key label"
+
+
 def register(
     sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
 ) -> None:
-    add = sub.add_parser("add", parents=[common], help="store a memory")
-    add.add_argument("content")
-    add.add_argument("--type", default="context")
-    add.add_argument("--importance", type=int, default=3)
-    add.add_argument("--key")
-    add.add_argument("--tag", action="append", default=[], dest="tags")
-    add.add_argument("--keyword", action="append", default=None, dest="keywords")
-    add.add_argument("--tier", default="cold", choices=["hot", "warm", "cold"])
-    add.add_argument("--trigger", action="append", default=[], dest="triggers")
-    add.add_argument("--once", action="store_true")
-    add.add_argument("--id", dest="entry_id")
-    add.add_argument("--created-at")
+    add = sub.add_parser("add", parents=[common], help="store a memory (an L3 entry)")
+    add.add_argument("content", help="the memory's text; - reads it from standard input")
+    add.add_argument("--type", default="context", help=TYPES_HELP)
+    add.add_argument(
+        "--importance",
+        type=int,
+        default=3,
+        choices=range(1, 6),
+        metavar="1-5",
+        help="1 (lifetime ×0.5) to 5 (×2) (default: 3)",
+    )
+    add.add_argument(
+        "--key", help="a label to find the entry by, instead of its id (default: none)"
+    )
+    add.add_argument(
+        "--tag", action="append", default=[], dest="tags", help="a tag; repeatable (default: none)"
+    )
+    add.add_argument(
+        "--keyword",
+        action="append",
+        default=None,
+        dest="keywords",
+        help="a keyword for dedup and recall; repeatable (default: extracted from the content)",
+    )
+    add.add_argument(
+        "--tier",
+        default="cold",
+        choices=["hot", "warm", "cold"],
+        help="hot: in every context; warm: when a --trigger matches the prompt; "
+        "cold: when it ranks high enough (default: cold)",
+    )
+    add.add_argument(
+        "--trigger",
+        action="append",
+        default=[],
+        dest="triggers",
+        metavar="REGEX",
+        help="a regular expression (RE2 syntax) matched against prompts, for warm entries; "
+        "repeatable (default: none)",
+    )
+    add.add_argument(
+        "--once", action="store_true", help="hot entries: inject once per session (default: off)"
+    )
+    add.add_argument("--id", dest="entry_id", help="entry id to use (default: a new sortable id)")
+    add.add_argument(
+        "--created-at",
+        metavar="TIME",
+        help="ISO-8601 time with a zone, e.g. 2026-01-31T08:00:00Z (default: now)",
+    )
     add.set_defaults(handler=cmd_add)
 
     get = sub.add_parser("get", parents=[common], help="show one entry (by id or key)")
-    get.add_argument("id")
+    get.add_argument("id", help=f"{ID_HELP}, or an L1 item's id")
     get.set_defaults(handler=cmd_get)
 
-    lst = sub.add_parser("list", parents=[common], help="list entries")
-    lst.add_argument("--type")
-    lst.add_argument("--layer", choices=["l1", "l2", "l3"])
+    lst = sub.add_parser("list", parents=[common], help="list entries of every layer")
+    lst.add_argument("--type", help="only entries of this memory type (default: every type)")
+    lst.add_argument(
+        "--layer", choices=["l1", "l2", "l3"], help="only this layer (default: every layer)"
+    )
     lst.set_defaults(handler=cmd_list)
 
     access = sub.add_parser("access", parents=[common], help="record an access (extends TTL)")
-    access.add_argument("id")
+    access.add_argument("id", help=ID_HELP)
     access.set_defaults(handler=cmd_access)
 
     update = sub.add_parser("update", parents=[common], help="change fields of an entry")
-    update.add_argument("id")
-    update.add_argument("fields", help="JSON object, e.g. '{\"importance\": 5}'")
+    update.add_argument("id", help=ID_HELP)
+    update.add_argument(
+        "fields",
+        help="JSON object of the fields to change, e.g. '{\"importance\": 5}'; "
+        "fields: content, importance, key, tags, keywords, tier, triggers, once, type",
+    )
     update.set_defaults(handler=cmd_update)
 
-    remove = sub.add_parser("remove", parents=[common], help="remove an entry (archived)")
-    remove.add_argument("id")
+    remove = sub.add_parser(
+        "remove", parents=[common], help="remove an entry (kept in archive.jsonl)"
+    )
+    remove.add_argument("id", help=ID_HELP)
     remove.set_defaults(handler=cmd_remove)
 
     promote = sub.add_parser("promote", parents=[common], help="promote an L3 entry to L2")
-    promote.add_argument("id", nargs="?")
-    promote.add_argument("--all", action="store_true", help="every promotable entry")
+    promote.add_argument("id", nargs="?", help=f"{ID_HELP} (or use --all)")
+    promote.add_argument(
+        "--all",
+        action="store_true",
+        help="every entry marked promotable (default: only the id given)",
+    )
     promote.set_defaults(handler=cmd_promote)
 
 
@@ -66,7 +123,7 @@ def cmd_add(ctx: Context) -> int:
     a = ctx.args
     created = parse_time(a.created_at, "--created-at") if a.created_at else None
     new = NewEntry(
-        content=a.content,
+        content=read_content(a.content),
         type=a.type,
         importance=a.importance,
         key=a.key,
@@ -103,6 +160,21 @@ def cmd_add(ctx: Context) -> int:
 
     mutate(ctx, "add", data, local)
     return 0
+
+
+def read_content(argument: str) -> str:
+    """The content argument, or with `-` standard input (one trailing newline dropped)."""
+    if argument != "-":
+        return argument
+    if sys.stdin is None:
+        raise InvalidInputError("content", "- reads standard input, but there is none")
+    try:
+        text = sys.stdin.buffer.read().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError(
+            "content", f"standard input is not UTF-8 (byte {exc.start})"
+        ) from exc
+    return text[:-1] if text.endswith("\n") else text
 
 
 def cmd_get(ctx: Context) -> int:

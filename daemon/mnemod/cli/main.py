@@ -1,19 +1,22 @@
 """`mnemod` command line: parse, set up logging, run one command, map errors to exit codes.
 
-Exit codes: 0 ok, 1 runtime failure, 2 bad usage or bad input.
+Exit codes: 0 ok, 1 runtime failure, 2 bad usage or bad input. An error is one line on
+stderr, `mnemod: what: reason`; with `--json` it is one JSON object on stderr instead,
+`{"ok": false, "error": "what: reason", "code": 2}` (stdout stays the command's output).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from mnemod import __version__
 from mnemod.cli import entries, maintenance, ops, resolve_cmds, run_cmd
 from mnemod.cli.context import Context
-from mnemod.errors import MnemodError
+from mnemod.errors import MnemodError, UsageError
 from mnemod.runtime.logs import configure_logging
 
 Registrar = Callable[[Any, argparse.ArgumentParser], None]
@@ -25,24 +28,47 @@ COMMAND_GROUPS: list[Registrar] = [
     run_cmd.register,
 ]
 
+EPILOG = (
+    "Exit codes: 0 ok, 1 runtime failure, 2 bad usage or bad input. "
+    "`mnemod COMMAND --help` describes each command."
+)
+
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"mnemod: {message} (see {self.prog} --help)\n")
+    """Usage errors are raised, so that `main` reports them like every other error."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see {self.prog} --help)")
 
 
 def common_options() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--namespace", "-n", default="default", help="namespace (default: default)")
-    common.add_argument("--data-dir", help="data folder (default: $MNEMOD_DATA_DIR or ./.mnemod)")
-    common.add_argument("--redis-url", help="Redis URL (default: config, or the embedded server)")
-    common.add_argument("--config", "-c", help="TOML config file")
-    common.add_argument("--json", action="store_true", help="machine-readable output")
+    common.add_argument(
+        "--namespace",
+        "-n",
+        default="default",
+        help="namespace: 1-64 letters, digits, _ . - (default: default)",
+    )
+    common.add_argument(
+        "--data-dir", help="data folder (default: $MNEMOD_DATA_DIR, else ./.mnemod)"
+    )
+    common.add_argument(
+        "--redis-url",
+        help="redis://, rediss:// or unix:// URL (default: redis.url, else the embedded server)",
+    )
+    common.add_argument("--config", "-c", help="TOML config file (default: none, all defaults)")
+    common.add_argument(
+        "--json",
+        action="store_true",
+        help="JSON output; errors as JSON objects on stderr (default: text)",
+    )
     return common
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="mnemod", description="Memory maintenance daemon for LLM agents.")
+    parser = _Parser(
+        prog="mnemod", description="Memory maintenance daemon for LLM agents.", epilog=EPILOG
+    )
     parser.add_argument("--version", action="version", version=f"mnemod {__version__}")
     sub = parser.add_subparsers(
         dest="command", required=True, metavar="COMMAND", parser_class=_Parser
@@ -50,13 +76,29 @@ def build_parser() -> argparse.ArgumentParser:
     common = common_options()
     for register in COMMAND_GROUPS:
         register(sub, common)
+    for name, command in sub.choices.items():
+        # the help line of `mnemod --help` is also the description of `mnemod NAME --help`
+        if command.description is None:
+            command.description = _sentence(_help_of(sub, name))
     return parser
 
 
+def _help_of(sub: Any, name: str) -> str:
+    for action in sub._choices_actions:
+        if action.dest == name:
+            return str(action.help or "")
+    return ""
+
+
+def _sentence(text: str) -> str:
+    return f"{text[:1].upper()}{text[1:]}." if text else text
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    as_json = "--json" in words[: words.index("--")] if "--" in words else "--json" in words
     try:
+        args = build_parser().parse_args(words)
         ctx = Context.from_args(args)
         level = ctx.config.log.level
         if args.command != "run" and level in ("debug", "info"):
@@ -64,10 +106,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         configure_logging(level, ctx.config.log.format)
         code: int = args.handler(ctx)
     except MnemodError as exc:
-        sys.stderr.write(f"mnemod: {exc}\n")
-        return exc.exit_code
+        return report_error(str(exc), exc.exit_code, as_json)
+    except OSError as exc:  # a file the command needed, not named by a narrower error
+        where = f"{exc.filename}: " if exc.filename else ""
+        return report_error(f"{where}{exc.strerror or exc}", 1, as_json)
     except KeyboardInterrupt:
         return 130
+    return code
+
+
+def report_error(message: str, code: int, as_json: bool) -> int:
+    """One line on stderr: text, or with --json a JSON object."""
+    if as_json:
+        line = json.dumps({"ok": False, "error": message, "code": code}, ensure_ascii=False)
+    else:
+        line = f"mnemod: {message}"
+    sys.stderr.write(line + "\n")
     return code
 
 

@@ -13,7 +13,7 @@ from mnemod.cli.remote import mutate
 from mnemod.domain.dedup import candidate_pairs
 from mnemod.domain.model import Entry
 from mnemod.errors import InvalidInputError
-from mnemod.files.journal import story
+from mnemod.files.journal import read_jsonl, story
 from mnemod.files.l3_store import FORMAT
 
 if TYPE_CHECKING:
@@ -24,7 +24,9 @@ def register(
     sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
 ) -> None:
     gc = sub.add_parser("gc", parents=[common], help="expire, merge, mark promotable, promote")
-    gc.add_argument("--dry-run", action="store_true", help="report without changing anything")
+    gc.add_argument(
+        "--dry-run", action="store_true", help="report without changing anything (default: apply)"
+    )
     gc.set_defaults(handler=cmd_gc)
 
     stats = sub.add_parser("stats", parents=[common], help="counts per layer and type")
@@ -33,21 +35,40 @@ def register(
     history = sub.add_parser(
         "history", parents=[common], help="an entry's story (merged ids included)"
     )
-    history.add_argument("id")
+    history.add_argument("id", help="entry id, or its key label")
     history.set_defaults(handler=cmd_history)
 
     dedupe = sub.add_parser("dedupe", parents=[common], help="near-duplicate candidates for review")
-    dedupe.add_argument("--report", action="store_true", required=True)
-    dedupe.add_argument("--threshold", type=float, help="default: the dedup threshold minus 0.15")
+    dedupe.add_argument(
+        "--report", action="store_true", required=True, help="list the pairs (required)"
+    )
+    dedupe.add_argument(
+        "--threshold",
+        type=fraction,
+        metavar="0..1",
+        help="lowest similarity listed, above 0 and at most 1 "
+        "(default: dedup.threshold minus 0.15, at least 0.05)",
+    )
     dedupe.set_defaults(handler=cmd_dedupe)
 
     export = sub.add_parser("export", parents=[common], help="all L2 and L3 entries as JSON lines")
-    export.add_argument("--output", "-o", help="file (default: standard output)")
+    export.add_argument("--output", "-o", help="file to write (default: standard output)")
     export.set_defaults(handler=cmd_export)
 
     imp = sub.add_parser("import", parents=[common], help="restore entries from `export` output")
     imp.add_argument("file", help="JSON lines file, or - for standard input")
     imp.set_defaults(handler=cmd_import)
+
+
+def fraction(text: str) -> float:
+    """A similarity threshold: a number above 0 and at most 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text} is not above 0 and at most 1")
+    return value
 
 
 def cmd_gc(ctx: Context) -> int:
@@ -93,7 +114,7 @@ def _by_type(entries: list[Entry]) -> dict[str, int]:
 
 
 def cmd_history(ctx: Context) -> int:
-    records = story(ctx.paths.history, ctx.args.id)
+    records = _story(ctx, ctx.args.id)
     if not records:
         raise InvalidInputError("id", f"no history for {ctx.args.id!r}")
     lines = []
@@ -108,6 +129,22 @@ def cmd_history(ctx: Context) -> int:
         )
     ctx.emit(records, "\n".join(lines))
     return 0
+
+
+def _story(ctx: Context, id_or_key: str) -> list[dict[str, Any]]:
+    """The records of an id; else of the entries added with that key label (removed ones
+    too); else of the entry holding that key now (a key given later by an update)."""
+    path = ctx.paths.history
+    records = story(path, id_or_key)
+    if records:
+        return records
+    ids = list(dict.fromkeys(r["id"] for r in read_jsonl(path) if r.get("key") == id_or_key))
+    if not ids:
+        with ctx.engine(write=False) as engine:
+            entry = engine.find(id_or_key)
+        ids = [entry.id] if entry is not None else []
+    found = {json.dumps(r, sort_keys=True): r for i in ids for r in story(path, str(i))}
+    return sorted(found.values(), key=lambda r: str(r.get("at", "")))
 
 
 def cmd_dedupe(ctx: Context) -> int:
@@ -149,7 +186,10 @@ def cmd_export(ctx: Context) -> int:
         ]
     payload = "".join(line + "\n" for line in lines)
     if ctx.args.output:
-        Path(ctx.args.output).write_text(payload, encoding="utf-8")
+        try:
+            Path(ctx.args.output).write_text(payload, encoding="utf-8")
+        except OSError as exc:
+            raise InvalidInputError("--output", f"{ctx.args.output}: {exc.strerror}") from exc
         sys.stderr.write(f"exported {len(lines)} entries to {ctx.args.output}\n")
     else:
         ctx.out.write(payload)

@@ -29,21 +29,36 @@ PENDING_WARN = 10_000
 
 def register(sub: Any, common: argparse.ArgumentParser) -> None:
     status = sub.add_parser("status", parents=[common], help="namespaces, counts, jobs, leader")
-    status.add_argument("--all", action="store_true", help="every namespace in the data folder")
+    status.description = (
+        "Daemon state, counts, jobs and the leader of a namespace, from its files and Redis."
+    )
+    status.add_argument(
+        "--all",
+        action="store_true",
+        help="every namespace in the data folder (default: --namespace only)",
+    )
     status.set_defaults(handler=cmd_status)
 
     doctor = sub.add_parser("doctor", parents=[common], help="health checks; exit 0 ok, 1 failed")
-    doctor.add_argument("--quiet", "-q", action="store_true", help="no output, exit code only")
+    doctor.add_argument(
+        "--quiet",
+        "-q",
+        action="store_true",
+        help="no output, exit code only (default: a line per check)",
+    )
     doctor.set_defaults(handler=cmd_doctor)
 
     config = sub.add_parser("config", parents=[common], help="the effective configuration")
-    config.add_argument("action", choices=["show"])
+    config.add_argument(
+        "action", choices=["show"], help="show: print it (with --json: typed, durations in s)"
+    )
     config.set_defaults(handler=cmd_config)
 
 
 # ---- config show ---------------------------------------------------------------------------
 def cmd_config(ctx: Context) -> int:
-    tree = config_as_tree(ctx.config, redact=True)
+    """TOML text; with --json typed values: numbers, booleans, durations in seconds."""
+    tree = config_as_tree(ctx.config, redact=True, seconds=ctx.as_json)
     lines = [f"# effective config (source: {ctx.config.source}; MNEMOD_* and flags applied)"]
     for section, values in tree.items():
         lines.append(f"\n[{section}]")

@@ -18,16 +18,22 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     resolve = sub.add_parser(
         "resolve", parents=[common], help="token-budgeted context for a prompt"
     )
-    resolve.add_argument("prompt")
-    resolve.add_argument("--budget", type=int, help="tokens (default: resolve.default_budget)")
-    resolve.add_argument("--session", help="session id: `once` items are injected once per session")
-    resolve.add_argument("--trace", action="store_true", help="scores and reasons per item")
+    resolve.add_argument("prompt", help="the prompt to find context for")
+    resolve.add_argument(
+        "--budget", type=int, help="tokens, at least 1 (default: resolve.default_budget, 1000)"
+    )
+    resolve.add_argument(
+        "--session", help="session id: `once` items are injected once per session (default: none)"
+    )
+    resolve.add_argument(
+        "--trace", action="store_true", help="add scores and reasons per item (default: off)"
+    )
     resolve.set_defaults(handler=cmd_resolve)
 
     hook = sub.add_parser(
         "hook", parents=[common], help="agent hooks (reads the hook's JSON on stdin)"
     )
-    hook.add_argument("agent", choices=["claude-code"])
+    hook.add_argument("agent", choices=["claude-code"], help="the agent whose hook to serve")
     hook.add_argument("--budget", type=int, help="tokens (default: resolve.default_budget)")
     hook.set_defaults(handler=cmd_hook)
 

@@ -23,13 +23,19 @@ log = structlog.get_logger("mnemod.cli")
 
 def register(sub: Any, common: argparse.ArgumentParser) -> None:
     run = sub.add_parser("run", parents=[common], help="run the daemon (foreground)")
-    run.add_argument("--metrics-port", type=int, help="serve Prometheus /metrics on this port")
+    run.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve Prometheus /metrics on this port, 1-65535; 0: off (default: metrics.port, 0)",
+    )
     run.set_defaults(handler=cmd_run)
 
 
 def cmd_run(ctx: Context) -> int:
     from mnemod.runtime.daemon import Daemon, DaemonOptions  # the one command that needs it
 
+    ctx.make_data_dir()
     daemon = Daemon(
         ctx.config,
         DaemonOptions(ctx.data_dir, ctx.namespace, ctx.l1_dir, ctx.args.config),
