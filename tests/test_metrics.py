@@ -90,3 +90,32 @@ def test_a_busy_port_is_a_clear_error() -> None:
         port = busy.getsockname()[1]
         with pytest.raises(MetricsServerError, match=f"127.0.0.1:{port}"):
             Metrics().serve("127.0.0.1", port)
+
+
+def test_the_namespace_series_exist_at_zero_from_the_start() -> None:
+    text = Metrics("agent-a").render().decode()
+    ns = '{namespace="agent-a"}'
+    for name in (
+        "events_applied_total",
+        "events_dead_lettered_total",
+        "gc_runs_total",
+        "gc_expired_total",
+        "gc_merged_total",
+        "gc_promoted_total",
+        "snapshot_seconds_count",
+        "resolve_seconds_count",
+        "hot_items",
+        "is_leader",
+        "events_pending",
+    ):
+        assert sample(text, f"mnemod_{name}{ns}") == 0, name
+
+
+def test_process_metrics_carry_the_namespace_label() -> None:
+    text = Metrics("agent-a").render().decode()
+    assert sample(text, 'mnemod_process_resident_memory_bytes{namespace="agent-a"}') > 0
+    assert sample(text, 'mnemod_process_open_fds{namespace="agent-a"}') > 0
+    unlabelled = [
+        line for line in text.splitlines() if line.startswith("mnemod_process_") and "{" not in line
+    ]
+    assert unlabelled == []

@@ -88,7 +88,7 @@ class Daemon:
         self.reload_requested = threading.Event()
         self.owner = owner_id()
         self.commands = CommandQueue()
-        self.metrics = Metrics()
+        self.metrics = Metrics(options.namespace)
         self.notifier = Notifier.from_environ()
         self.url = ""
         self.embedded: EmbeddedRedis | None = None  # the embedded default, when in use

@@ -5,7 +5,11 @@ several daemons in one process do not collide. It always counts; nothing is expo
 `serve(host, port)` is called with a port > 0 (`[metrics] port`, default 0: off). An
 unexposed `Metrics` is the no-op variant: updating it costs a lock and an addition.
 
-Every series carries a `namespace` label. Names (all prefixed `mnemod_`):
+Every series carries a `namespace` label, the process metrics (`process_*`) included.
+Given the daemon's namespace, every labelled series exists at 0 from the start, so that
+`increase()` and `absent()` alerts see the series before its first change.
+
+Names (all prefixed `mnemod_`):
 
 | metric | type | meaning |
 |---|---|---|
@@ -21,7 +25,8 @@ Every series carries a `namespace` label. Names (all prefixed `mnemod_`):
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 from prometheus_client import (
     CollectorRegistry,
@@ -32,8 +37,13 @@ from prometheus_client import (
     generate_latest,
     start_http_server,
 )
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
 
 from mnemod.errors import MnemodError
+
+if TYPE_CHECKING:
+    from mnemod.domain.gc import GcReport
 
 PREFIX = "mnemod"
 SNAPSHOT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -51,9 +61,10 @@ class MetricsServerError(MnemodError):
 
 
 class Metrics:
-    """The daemon's metrics, in a registry of their own."""
+    """The daemon's metrics, in a registry of their own; `namespace`, if given, is the
+    daemon's: its series are created at 0 and the process metrics carry it."""
 
-    def __init__(self) -> None:
+    def __init__(self, namespace: str | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         labels = ("namespace",)
 
@@ -91,7 +102,25 @@ class Metrics:
         self.is_leader = gauge("is_leader", "1 while this daemon holds the namespace lease.")
         self.events_pending = gauge("events_pending", "Events in the stream not yet applied.")
         # process_resident_memory_bytes and friends: what a small Pi cares about.
-        ProcessCollector(namespace=PREFIX, registry=self.registry)
+        process = ProcessCollector(namespace=PREFIX, registry=None)
+        if namespace is None:
+            self.registry.register(process)
+            return
+        self.registry.register(_Labelled(process, namespace))
+        for metric in (
+            self.events_applied,
+            self.events_dead_lettered,
+            self.gc_runs,
+            self.gc_expired,
+            self.gc_merged,
+            self.gc_promoted,
+            self.snapshot_seconds,
+            self.resolve_seconds,
+            self.hot_items,
+            self.is_leader,
+            self.events_pending,
+        ):
+            metric.labels(namespace)  # the series exists, at 0
 
     # One method per thing that happens, so callers never touch prometheus_client.
     def event_applied(self, namespace: str, count: int = 1) -> None:
@@ -105,6 +134,14 @@ class Metrics:
         self.gc_expired.labels(namespace).inc(expired)
         self.gc_merged.labels(namespace).inc(merged)
         self.gc_promoted.labels(namespace).inc(promoted)
+
+    def gc_reported(self, namespace: str, report: GcReport) -> None:
+        """A GC run however it was started (schedule, `mnemod gc`, an `op gc` event); a dry
+        run changes nothing and is not counted."""
+        if not report.dry_run:
+            self.gc_finished(
+                namespace, expired=report.expired, merged=report.merged, promoted=report.promoted
+            )
 
     def snapshot_written(self, namespace: str, seconds: float) -> None:
         self.snapshot_seconds.labels(namespace).observe(seconds)
@@ -147,3 +184,19 @@ class Metrics:
 
 def _nothing() -> None:
     return None
+
+
+class _Labelled(Collector):
+    """Another collector's metrics with a `namespace` label added to every sample."""
+
+    def __init__(self, inner: Collector, namespace: str) -> None:
+        self.inner = inner
+        self.namespace = namespace
+
+    def collect(self) -> Iterator[Metric]:
+        for metric in self.inner.collect():
+            labelled = Metric(metric.name, metric.documentation, metric.type, metric.unit)
+            labelled.samples = [
+                s._replace(labels={**s.labels, "namespace": self.namespace}) for s in metric.samples
+            ]
+            yield labelled

@@ -230,7 +230,9 @@ class Writer:
         elif event.op == "promote":
             engine.promote(event.target, by=event.by)
         elif event.op == "gc":
-            self.record_job("gc", engine.gc(dry_run=event.dry_run, by=event.by).as_dict())
+            report = engine.gc(dry_run=event.dry_run, by=event.by)
+            self.record_job("gc", report.as_dict())
+            self.metrics.gc_reported(self.keys.namespace, report)
 
     def dead_letter(
         self, event_id: str, raw: dict[str, str], error: str, request: bool = False
