@@ -29,6 +29,7 @@ MIN_VERSION = (6, 2, 0)
 """XAUTOCLAIM (reclaiming events a dead daemon had read) arrived in Redis 6.2."""
 
 SCHEMES = ("redis://", "rediss://", "unix://")
+MAX_ERROR_CHARS = 300
 
 TEXT_ERRORS = "surrogateescape"
 """How replies are decoded. Bytes an agent sent that are not UTF-8 become lone surrogates
@@ -129,13 +130,27 @@ def check_version(client: redis.Redis, url: str = "") -> tuple[int, int, int]:
         raise RedisUnavailableError(
             f"{where}: authentication failed (check user and password)"
         ) from exc
+    except redis.exceptions.NoPermissionError as exc:
+        raise RedisUnavailableError(
+            f"{where}: the user may not run INFO ({describe(exc)}); see the ACL in the docs"
+        ) from exc
     except redis.RedisError as exc:
-        raise RedisUnavailableError(f"{where}: unreachable ({type(exc).__name__})") from exc
+        raise RedisUnavailableError(f"{where}: unreachable ({describe(exc)})") from exc
     version = parse_version(str(info.get("redis_version", "")))
     if version < MIN_VERSION:
         shown = ".".join(map(str, version))
         raise RedisUnavailableError(f"{where}: Redis {shown} is too old, mnemod needs 6.2 or newer")
     return version
+
+
+def describe(exc: BaseException) -> str:
+    """An error as a log line can say it: its type and what it said (`NOPERM ...`,
+    `... certificate verify failed ...`), not only its type. redis-py's messages name the
+    host and port, never the password."""
+    message = " ".join(str(exc).split())
+    if not message:
+        return type(exc).__name__
+    return f"{type(exc).__name__}: {redact_url(message)[:MAX_ERROR_CHARS]}"
 
 
 def parse_version(text: str) -> tuple[int, int, int]:

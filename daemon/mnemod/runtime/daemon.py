@@ -25,7 +25,7 @@ from mnemod.clock import Clock
 from mnemod.config import Config, load_config, redact_url
 from mnemod.errors import ConfigError, LockedError, MnemodError
 from mnemod.processes import owner_id, owner_is_gone
-from mnemod.redisio.connection import Backoff, check_version, connect
+from mnemod.redisio.connection import Backoff, check_version, connect, describe
 from mnemod.redisio.embedded import DAEMON_CLIENT, EmbeddedRedis
 from mnemod.redisio.keys import Keys
 from mnemod.redisio.lease import Lease
@@ -181,7 +181,7 @@ class Daemon:
                     log.info("lease.acquired", namespace=self.options.namespace, owner=self.owner)
                     return True
             except REDIS_ERRORS as exc:
-                log.warning("redis.unavailable", error=type(exc).__name__)
+                log.warning("redis.unavailable", error=describe(exc))
                 self._revive_embedded()
             if not announced:
                 log.info("lease.standby", namespace=self.options.namespace, holder=lease.holder())
@@ -242,7 +242,7 @@ class Daemon:
                 writer.commit(force=True)
                 status.write(engine, writer, hot, scheduler, state=self.state.value)
             except REDIS_ERRORS as exc:
-                log.warning("redis.unavailable", error=type(exc).__name__, at="shutdown")
+                log.warning("redis.unavailable", error=describe(exc), at="shutdown")
                 writer.save_without_redis()
 
     def _open_engine(self, lease: Lease) -> Engine:
@@ -308,7 +308,7 @@ class Daemon:
                     retry_in=round(writer.snapshot_retry_in, 1),
                 )
             except REDIS_ERRORS as exc:
-                self._wait_out(backoff, type(exc).__name__)
+                self._wait_out(backoff, describe(exc))
                 writer.reread_pending()  # a batch delivered as the connection went
                 continue
             except redis.ResponseError as exc:
