@@ -213,3 +213,40 @@ def test_ignores_other_files_and_missing_folder(tmp_path: Path, folder: Path) ->
     assert registry.items() == []
     shutil.rmtree(folder)
     assert L1Registry(tmp_path / "nowhere", LIMITS).reload_all() == []
+
+
+def test_a_symlink_leading_outside_the_folder_is_refused(folder: Path, tmp_path: Path) -> None:
+    secret = tmp_path / "secret.md"
+    secret.write_text("-----BEGIN OPENSSH PRIVATE KEY----- not for prompts", encoding="utf-8")
+    (folder / "notes.md").symlink_to(secret)
+    (folder / "sneaky.toml").symlink_to(Path("..") / "elsewhere.toml")  # relative, still out
+    (tmp_path / "elsewhere.toml").write_text(GOOD, encoding="utf-8")
+    registry = L1Registry(folder, LIMITS)
+    problems = registry.reload_all()
+    assert registry.items() == []
+    assert [str(p) for p in problems] == [
+        f"{folder / 'notes.md'}: a symlink to {secret}, outside the L1 folder: refused",
+        f"{folder / 'sneaky.toml'}: a symlink to {tmp_path / 'elsewhere.toml'}, "
+        "outside the L1 folder: refused",
+    ]
+
+
+def test_a_symlink_inside_the_folder_is_read(folder: Path) -> None:
+    (folder / "shared").mkdir()
+    write(folder / "shared", "team.md", "Answer in English.")
+    write(folder, "base.toml", GOOD)
+    (folder / "team.md").symlink_to(Path("shared") / "team.md")
+    (folder / "alias.md").symlink_to(folder / "shared" / "team.md")
+    registry = L1Registry(folder, LIMITS)
+    assert registry.reload_all() == []
+    assert {i.source for i in registry.items()} == {"alias.md", "base.toml", "team.md"}
+
+
+def test_a_linked_l1_folder_still_reads_its_own_files(folder: Path, tmp_path: Path) -> None:
+    write(folder, "base.toml", GOOD)
+    (folder / "same.md").symlink_to(folder / "base.toml")  # an .md view of a file inside
+    linked = tmp_path / "l1-link"
+    linked.symlink_to(folder)
+    registry = L1Registry(linked, LIMITS)
+    assert registry.reload_all() == []
+    assert len(registry.items()) == 3

@@ -4,6 +4,10 @@ A TOML file holds `[[memory]]` items; a Markdown file is one always-injected blo
 never writes here. A file that does not parse or fails validation is reported with file and
 line, and the last good version of that file stays in force: a typo while someone is editing
 must not make the agent forget its standing instructions.
+
+A symlink to a file inside the folder is read; one leading outside it is refused like a
+broken file: whatever can write a link here must not get any file the daemon can read
+(an SSH key, another user's notes) injected into prompts.
 """
 
 from __future__ import annotations
@@ -253,6 +257,11 @@ class L1Registry:
         if not is_l1_file(path):
             return None
         target = self.folder / path.name
+        outside = self._leads_outside(target)
+        if outside is not None:
+            return self._reject(
+                target, _FileError(None, f"a symlink to {outside}, outside the L1 folder: refused")
+            )
         try:
             data = target.read_bytes()
         except FileNotFoundError:
@@ -295,6 +304,17 @@ class L1Registry:
         if not self.folder.is_dir():
             return []
         return sorted(p for p in self.folder.iterdir() if is_l1_file(p) and p.is_file())
+
+    def _leads_outside(self, path: Path) -> Path | None:
+        """Where a symlink leads when that is outside the folder, else None."""
+        if not path.is_symlink():
+            return None
+        try:
+            real = path.resolve(strict=True)
+            folder = self.folder.resolve(strict=True)
+        except (OSError, RuntimeError):  # dangling or a loop: reading it reports that
+            return None
+        return None if real.is_relative_to(folder) else real
 
     def _check_unique(self, name: str, loaded: Iterable[tuple[L1Item, int]]) -> None:
         with self._lock:
