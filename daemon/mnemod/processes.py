@@ -38,6 +38,15 @@ def owner_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{os.urandom(3).hex()}"
 
 
+def describe_owner(owner: str | None) -> str:
+    """A lease holder as a person reads it: `pid 4207 on host pi4` (or the id as it is)."""
+    if not owner:
+        return "nobody"
+    host, _, rest = owner.partition(":")
+    pid = rest.partition(":")[0]
+    return f"pid {pid} on host {host}" if host and pid.isdigit() else owner
+
+
 def owner_is_gone(owner: str) -> bool:
     """True when `owner` (an `owner_id()`) is a process on this host that no longer runs;
     a process on another host cannot be checked and counts as alive."""

@@ -18,7 +18,7 @@ from mnemod.errors import MnemodError
 from mnemod.files.l1_files import L1Registry
 from mnemod.files.l2_markdown import L2Folder
 from mnemod.files.l3_store import load_index
-from mnemod.processes import owner_is_gone
+from mnemod.processes import describe_owner, owner_is_gone
 from mnemod.redisio.connection import check_version
 from mnemod.redisio.keys import GROUP, Keys
 from mnemod.runtime.paths import NamespacePaths, list_namespaces
@@ -111,6 +111,7 @@ def _namespace_status(ctx: Context, namespace: str, client: redis.Redis | None) 
         "running" if running else f"not running (last heartbeat {status.get('heartbeat', 'never')})"
     )
     info["leader"] = client.get(keys.lease)
+    info["led_by"] = describe_owner(info["leader"]) if info["leader"] else None
     info["hot"] = client.zcard(keys.hot)
     info["l1"] = client.zcard(keys.l1)
     info["l2"] = client.zcard(keys.l2)

@@ -1,7 +1,8 @@
 """`mnemod run`: the daemon in the foreground, with signal handlers that only set flags.
 
 SIGTERM/SIGINT: drain and exit 0 (a second one forces an immediate exit, and so does the
-drain deadline passing); SIGHUP: reload the config file.
+drain deadline passing; either still stops the embedded redis-server, which runs in a
+session of its own and would otherwise be left behind); SIGHUP: reload the config file.
 """
 
 from __future__ import annotations
@@ -12,11 +13,16 @@ import signal
 import sys
 import threading
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
+import redis
 import structlog
 
 from mnemod.cli.context import Context
+from mnemod.errors import MnemodError
+
+if TYPE_CHECKING:
+    from mnemod.runtime.daemon import Daemon
 
 log = structlog.get_logger("mnemod.cli")
 
@@ -49,9 +55,9 @@ def cmd_run(ctx: Context) -> int:
         signals_seen += 1
         if signals_seen > 1:
             os.write(2, b"mnemod: second signal, exiting now (unacknowledged events stay queued)\n")
-            os._exit(1)
+            _exit_now(daemon)
         daemon.request_stop()
-        timer = threading.Timer(deadline, _deadline_passed, args=(deadline,))
+        timer = threading.Timer(deadline, _deadline_passed, args=(daemon, deadline))
         timer.daemon = True
         timer.start()
 
@@ -70,7 +76,20 @@ def cmd_run(ctx: Context) -> int:
             signal.signal(signum, handler)
 
 
-def _deadline_passed(seconds: float) -> None:
+def _deadline_passed(daemon: Daemon, seconds: float) -> None:
     sys.stderr.write(f"mnemod: drain took longer than {seconds:g} s, exiting now\n")
     sys.stderr.flush()
+    _exit_now(daemon)
+
+
+def _exit_now(daemon: Daemon) -> NoReturn:
+    """Exit without the drain, but not leaving the embedded redis-server behind (unless the
+    daemon of another namespace uses it): its SHUTDOWN flushes the queued events to its
+    append-only file, where the next start finds them."""
+    embedded = daemon.embedded
+    if embedded is not None:
+        try:
+            embedded.release(leaving=daemon.owner)
+        except (MnemodError, redis.RedisError, OSError) as exc:
+            os.write(2, f"mnemod: the embedded redis-server may still run: {exc}\n".encode())
     os._exit(1)

@@ -127,10 +127,13 @@ class EmbeddedRedis:
         self.start()
         return True
 
-    def release(self) -> None:
+    def release(self, leaving: str = "") -> None:
         """A daemon's stop: `stop`, unless the daemon of another namespace still uses the
-        server, which then stays up for it."""
+        server, which then stays up for it. `leaving`: the owner id of a daemon exiting with
+        its connections still open (a forced exit), not to be counted as a user."""
         users = self._daemons_connected() if self.pid is not None else []
+        if leaving:
+            users = [name for name in users if not name.endswith(f":{leaving}")]
         if not users:
             self.stop()
             return

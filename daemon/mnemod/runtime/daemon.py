@@ -24,7 +24,7 @@ import structlog
 from mnemod.clock import Clock
 from mnemod.config import Config, load_config, redact_url
 from mnemod.errors import ConfigError, LockedError, MnemodError
-from mnemod.processes import owner_id, owner_is_gone
+from mnemod.processes import describe_owner, owner_id, owner_is_gone
 from mnemod.redisio.connection import Backoff, check_version, connect, describe
 from mnemod.redisio.embedded import DAEMON_CLIENT, EmbeddedRedis
 from mnemod.redisio.keys import Keys
@@ -184,8 +184,15 @@ class Daemon:
                 log.warning("redis.unavailable", error=describe(exc))
                 self._revive_embedded()
             if not announced:
-                log.info("lease.standby", namespace=self.options.namespace, holder=lease.holder())
-                self.notifier.ready("standby: another daemon leads this namespace")
+                holder = lease.holder()
+                leader = describe_owner(holder)
+                log.info("lease.standby", namespace=self.options.namespace, holder=holder)
+                print(  # noqa: T201 (beside the agents' URL: who leads, on the terminal)
+                    f"mnemod: standing by: {leader} leads namespace {self.options.namespace}; "
+                    "this daemon takes over when it stops",
+                    flush=True,
+                )
+                self.notifier.ready(f"standby: {leader} leads this namespace")
                 announced = True
             self.stop_requested.wait(lease.ttl / 3)
         return False
