@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from mnemod.cli.terminal import for_stream
 from mnemod.clock import Clock, clock_from_env, format_time
 from mnemod.config import Config, load_config
 from mnemod.errors import InvalidInputError
@@ -100,11 +101,12 @@ class Context:
 
     # ---- output --------------------------------------------------------------------
     def emit(self, data: Any, text: str) -> None:
-        """JSON with --json, else the human text."""
+        """JSON with --json, else the human text (control characters escaped on a
+        terminal: see cli/terminal.py)."""
         if self.as_json:
             self.out.write(json.dumps(data, ensure_ascii=False, indent=None) + "\n")
         elif text:
-            self.out.write(text.rstrip("\n") + "\n")
+            self.out.write(for_stream(self.out, text.rstrip("\n")) + "\n")
 
     def entry_line(self, entry: Entry, layer: str = "") -> str:
         expires = "never" if entry.expires_at is None else format_time(entry.expires_at)

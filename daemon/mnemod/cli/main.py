@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 from mnemod import __version__
 from mnemod.cli import entries, maintenance, ops, resolve_cmds, run_cmd
 from mnemod.cli.context import Context
+from mnemod.cli.terminal import for_stream
 from mnemod.errors import MnemodError, UsageError
 from mnemod.runtime.logs import configure_logging
 
@@ -120,7 +121,7 @@ def report_error(message: str, code: int, as_json: bool) -> int:
     if as_json:
         line = json.dumps({"ok": False, "error": message, "code": code}, ensure_ascii=False)
     else:
-        line = f"mnemod: {message}"
+        line = for_stream(sys.stderr, f"mnemod: {message}")
     sys.stderr.write(line + "\n")
     return code
 
