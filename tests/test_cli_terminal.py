@@ -3,11 +3,14 @@ pipe and with --json the text is exactly what was stored."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import pty
+import struct
 import subprocess
 import sys
+import termios
 from pathlib import Path
 
 from helpers import run_cli
@@ -21,6 +24,7 @@ def on_a_terminal(data_dir: Path, *args: str) -> str:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOD_")}
     env["MNEMOD_DATA_DIR"] = str(data_dir)
     leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # 100 columns
     try:
         done = subprocess.run(
             [sys.executable, "-m", "mnemod.cli.main", *args],

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from mnemod.cli.progress import phase
 from mnemod.cli.terminal import for_stream
 from mnemod.clock import Clock, clock_from_env, format_time
 from mnemod.config import Config, load_config
@@ -86,14 +87,15 @@ class Context:
         """The namespace's engine: locked for writing, or a read-only view."""
         from mnemod.runtime.engine import Engine
 
-        engine = Engine(
-            self.paths,
-            self.config,
-            self.clock,
-            l1_dir=self.l1_dir,
-            actor="cli",
-            readonly=not write,
-        )
+        with phase("reading the index"):
+            engine = Engine(
+                self.paths,
+                self.config,
+                self.clock,
+                l1_dir=self.l1_dir,
+                actor="cli",
+                readonly=not write,
+            )
         try:
             yield engine
         finally:

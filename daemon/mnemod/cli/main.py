@@ -16,7 +16,8 @@ from typing import Any, NoReturn
 from mnemod import __version__
 from mnemod.cli import entries, maintenance, ops, resolve_cmds, run_cmd
 from mnemod.cli.context import Context
-from mnemod.cli.terminal import for_stream
+from mnemod.cli.progress import AroundBars
+from mnemod.cli.terminal import for_stream, is_terminal
 from mnemod.errors import MnemodError, UsageError
 from mnemod.runtime.logs import configure_logging
 
@@ -104,7 +105,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         level = ctx.config.log.level
         if args.command != "run" and level in ("debug", "info"):
             level = "warning"  # one-shot commands speak through their output, not logs
-        configure_logging(level, ctx.config.log.format)
+        stream = AroundBars(sys.stderr) if is_terminal(sys.stderr) else None
+        configure_logging(level, ctx.config.log.format, stream)
         code: int = args.handler(ctx)
     except MnemodError as exc:
         return report_error(str(exc), exc.exit_code, as_json)

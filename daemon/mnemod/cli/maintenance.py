@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mnemod.cli.context import Context
+from mnemod.cli.progress import counting, phase
 from mnemod.cli.remote import mutate
 from mnemod.domain.dedup import candidate_pairs
 from mnemod.domain.model import Entry
@@ -73,7 +74,8 @@ def fraction(text: str) -> float:
 
 def cmd_gc(ctx: Context) -> int:
     def local(engine: Engine) -> tuple[Any, str]:
-        report = engine.gc(dry_run=ctx.args.dry_run, by="cli")
+        with phase("gc: expiring, merging, promoting"):
+            report = engine.gc(dry_run=ctx.args.dry_run, by="cli")
         summary = " ".join(f"{k}={v}" for k, v in report.as_dict(summary=True).items())
         return report.as_dict(), ("dry run: " if report.dry_run else "") + summary
 
@@ -154,7 +156,8 @@ def cmd_dedupe(ctx: Context) -> int:
     with ctx.engine(write=False) as engine:
         entries = engine.select(layer="l3")
         by_id = {e.id: e for e in entries}
-        pairs = candidate_pairs(entries, threshold)
+        with phase(f"comparing {len(entries)} entries"):
+            pairs = candidate_pairs(entries, threshold)
     rows = [
         {
             "a": p.a,
@@ -177,12 +180,13 @@ def cmd_dedupe(ctx: Context) -> int:
 
 def cmd_export(ctx: Context) -> int:
     with ctx.engine(write=False) as engine:
+        selected = engine.select()
         lines = [
             json.dumps(
                 {"format": FORMAT, "layer": engine.layer_of(e), "entry": e.to_dict()},
                 ensure_ascii=False,
             )
-            for e in engine.select()
+            for e in counting(selected, "exporting", total=len(selected))
         ]
     payload = "".join(line + "\n" for line in lines)
     if ctx.args.output:
@@ -204,7 +208,8 @@ def cmd_import(ctx: Context) -> int:
     except OSError as exc:
         raise InvalidInputError("file", f"{name}: {exc.strerror}") from exc
     parsed: list[tuple[str, Entry]] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    numbered = text.splitlines()
+    for number, line in enumerate(counting(numbered, "reading", len(numbered), "lines"), 1):
         if not line.strip():
             continue
         where = f"{name}:{number}"
@@ -221,7 +226,7 @@ def cmd_import(ctx: Context) -> int:
         if entry.type not in ctx.config.types and layer == "l3":
             raise InvalidInputError("type", f"unknown type {entry.type!r}", where)
         parsed.append((layer, entry))
-    with ctx.engine(write=True) as engine:
+    with ctx.engine(write=True) as engine, phase(f"restoring {len(parsed)} entries"):
         restored = engine.restore(parsed)
     ctx.emit(
         {"imported": restored, "skipped": len(parsed) - restored},

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import redis
 
 from mnemod.cli.context import Context
+from mnemod.cli.progress import phase
 from mnemod.client import Client
 from mnemod.clock import parse_time, utcnow
 from mnemod.config import parse_schedule
@@ -85,7 +86,8 @@ def mutate(
             raise
     kind, interval = parse_schedule(ctx.config.schedule.snapshot)
     snapshot_every = interval.total_seconds() if kind == "interval" else 0.0
-    with client:  # the event is durable with the daemon's next snapshot
+    with client, phase(f"waiting for the running daemon to apply {op}"):
+        # the event is durable with the daemon's next snapshot
         event_id = client.send(op, data, wait=EVENT_WAIT_SECONDS + snapshot_every, by="cli")
         item = client.get(str(data["id"])) if data.get("id") else None
     payload = {"via": "daemon", "op": op, "event_id": event_id, "id": data.get("id"), "item": item}

@@ -12,6 +12,7 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from types import FrameType
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -19,7 +20,9 @@ import redis
 import structlog
 
 from mnemod.cli.context import Context
+from mnemod.cli.progress import Spinner
 from mnemod.errors import MnemodError
+from mnemod.runtime.sdnotify import Notifier
 
 if TYPE_CHECKING:
     from mnemod.runtime.daemon import Daemon
@@ -47,6 +50,10 @@ def cmd_run(ctx: Context) -> int:
         DaemonOptions(ctx.data_dir, ctx.namespace, ctx.l1_dir, ctx.args.config),
         ctx.clock,
     )
+    # on a terminal, the start-up (reading the index, rebuilding the hot layer: seconds at
+    # 100k entries) shows its time until the daemon says it is ready, leading or standing by
+    starting = Spinner("starting: reading the index, rebuilding the hot layer")
+    daemon.notifier = ReadyStops(daemon.notifier, starting.stop)
     deadline = ctx.config.daemon.drain_deadline.total_seconds()
     signals_seen = 0
 
@@ -69,11 +76,35 @@ def cmd_run(ctx: Context) -> int:
         signal.SIGINT: signal.signal(signal.SIGINT, on_stop),
         signal.SIGHUP: signal.signal(signal.SIGHUP, on_reload),
     }
+    starting.start()
     try:
         return daemon.run()
     finally:
+        starting.stop()
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+class ReadyStops(Notifier):
+    """The daemon's sd_notify messages, passed on; the first READY or STOPPING also calls
+    `on_ready` (which ends the start-up progress line)."""
+
+    def __init__(self, inner: Notifier, on_ready: Callable[[], None]) -> None:
+        super().__init__(None)
+        self.inner = inner
+        self.on_ready = on_ready
+
+    @property
+    def enabled(self) -> bool:
+        return self.inner.enabled
+
+    def notify(self, **fields: str | int) -> bool:
+        if "ready" in fields or "stopping" in fields:
+            self.on_ready()
+        return self.inner.notify(**fields)
+
+    def close(self) -> None:
+        self.inner.close()
 
 
 def _deadline_passed(daemon: Daemon, seconds: float) -> None:
