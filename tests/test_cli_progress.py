@@ -101,3 +101,14 @@ def test_commands_print_clean_output_on_a_terminal_and_nothing_extra_on_a_pipe(
     assert piped.stderr == f"exported 3 entries to {tmp_path / 'out.jsonl'}\n"
     assert run_cli(data, "dedupe", "--report").stderr == ""
     assert run_cli(data, "stats").stderr == ""
+
+
+def test_a_log_line_does_not_draw_a_bar_still_in_its_delay() -> None:
+    screen = Terminal()
+    spinner = Spinner("starting", stream=screen, delay=60)
+    spinner.start()
+    try:
+        AroundBars(screen).write("a log line\n")
+    finally:
+        spinner.stop()
+    assert screen.getvalue() == "a log line\n"

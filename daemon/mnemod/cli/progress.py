@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, TextIO, TypeVar
@@ -23,6 +24,12 @@ DELAY = 0.5
 """Seconds a step must last before its bar is drawn."""
 REFRESH = 0.2
 """Seconds between redraws of a step without a count (its elapsed time moves on)."""
+
+
+def _on_screen(bar: tqdm[Any]) -> bool:
+    """A bar that is drawn: enabled, and past its delay."""
+    start = getattr(bar, "start_t", None)
+    return not bar.disable and start is not None and time.time() >= start + bar.delay
 
 
 def _bar(label: str, stream: TextIO, total: int | None, delay: float, **extra: Any) -> tqdm[Any]:
@@ -99,15 +106,23 @@ class Spinner:
 
 
 class AroundBars:
-    """A stream whose writes erase the bars on it first and draw them again after, so that a
-    log line never lands in the middle of a bar."""
+    """A terminal stream whose writes erase the bars on the screen first and draw them again
+    after, so that a log line never lands in the middle of a bar. (tqdm's own
+    `external_write_mode` would also draw bars still inside their delay.)"""
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
 
     def write(self, text: str) -> int:
-        with tqdm.external_write_mode(file=self.stream):
-            return self.stream.write(text)
+        with tqdm.get_lock():  # type: ignore[no-untyped-call]
+            shown = [bar for bar in getattr(tqdm, "_instances", ()) if _on_screen(bar)]
+            for bar in shown:
+                bar.clear(nolock=True)
+            written = self.stream.write(text)
+            self.stream.flush()
+            for bar in shown:
+                bar.refresh(nolock=True)
+        return written
 
     def flush(self) -> None:
         self.stream.flush()

@@ -20,7 +20,8 @@ import redis
 import structlog
 
 from mnemod.cli.context import Context
-from mnemod.cli.progress import Spinner
+from mnemod.cli.progress import AroundBars, Spinner
+from mnemod.cli.terminal import is_terminal
 from mnemod.errors import MnemodError
 from mnemod.runtime.sdnotify import Notifier
 
@@ -76,11 +77,15 @@ def cmd_run(ctx: Context) -> int:
         signal.SIGINT: signal.signal(signal.SIGINT, on_stop),
         signal.SIGHUP: signal.signal(signal.SIGHUP, on_reload),
     }
+    stdout = sys.stdout
+    if is_terminal(stdout):  # the agents' URL and the standby line go around the bar too
+        sys.stdout = AroundBars(stdout)
     starting.start()
     try:
         return daemon.run()
     finally:
         starting.stop()
+        sys.stdout = stdout
         for signum, handler in previous.items():
             signal.signal(signum, handler)
 
