@@ -5,6 +5,7 @@ verify is logged as such."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import socket
 import subprocess
@@ -16,7 +17,7 @@ import pytest
 import redis
 
 from daemon_proc import DaemonFactory
-from helpers import wait_until
+from helpers import run_cli, wait_until
 from mnemod.client import Client as AgentClient
 from mnemod.redisio.connection import connect
 
@@ -133,3 +134,6 @@ def test_a_certificate_that_does_not_verify_is_logged_as_such(
     said = next(e for e in proc.log_events() if e.get("event") == "redis.unavailable")
     assert "certificate verify failed" in said["error"], said
     assert proc.running()  # it waits, as for any outage
+    doctor = run_cli(tmp_path, "doctor", "--json", "--redis-url", url, expect=1)
+    (check,) = [c for c in json.loads(doctor.stdout)["checks"] if c["check"] == "redis"]
+    assert "certificate verify failed" in check["detail"], check

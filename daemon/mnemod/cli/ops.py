@@ -19,7 +19,8 @@ from mnemod.files.l1_files import L1Registry
 from mnemod.files.l2_markdown import L2Folder
 from mnemod.files.l3_store import load_index
 from mnemod.processes import describe_owner, owner_is_gone
-from mnemod.redisio.connection import check_version
+from mnemod.redisio.connection import check_version, connect
+from mnemod.redisio.embedded import socket_path_for
 from mnemod.redisio.keys import GROUP, Keys
 from mnemod.runtime.paths import NamespacePaths, list_namespaces
 
@@ -249,12 +250,14 @@ def _check_files(ctx: Context) -> list[Check]:
 
 def _check_redis(ctx: Context) -> tuple[redis.Redis | None, Check]:
     url = redis_url(ctx)
-    client = connect_quietly(ctx)
-    if client is None:
-        return None, Check("redis", "fail", f"{redact_url(url)}: unreachable")
+    if not ctx.config.redis.url and not socket_path_for(ctx.data_dir / "redis").exists():
+        detail = f"{redact_url(url)}: unreachable (the embedded server is not running)"
+        return None, Check("redis", "fail", detail)
+    client = connect(url, socket_timeout=2.0)
     try:
-        version = check_version(client, url)
+        version = check_version(client, url)  # its message names the cause (NOPERM, TLS...)
     except MnemodError as exc:
+        client.close()
         return None, Check("redis", "fail", str(exc))
     return client, Check("redis", "ok", f"{redact_url(url)}: Redis {'.'.join(map(str, version))}")
 
