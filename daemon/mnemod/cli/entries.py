@@ -43,13 +43,19 @@ def register(
         "--key", help="a label to find the entry by, instead of its id (default: none)"
     )
     add.add_argument(
-        "--tag", action="append", default=[], dest="tags", help="a tag; repeatable (default: none)"
+        "--tag",
+        action="append",
+        default=[],
+        dest="tags",
+        metavar="TAG",
+        help="a tag; repeatable (default: none)",
     )
     add.add_argument(
         "--keyword",
         action="append",
         default=None,
         dest="keywords",
+        metavar="KEYWORD",
         help="a keyword for dedup and recall; repeatable (default: extracted from the content)",
     )
     add.add_argument(
@@ -71,7 +77,9 @@ def register(
     add.add_argument(
         "--once", action="store_true", help="hot entries: inject once per session (default: off)"
     )
-    add.add_argument("--id", dest="entry_id", help="entry id to use (default: a new sortable id)")
+    add.add_argument(
+        "--id", dest="entry_id", metavar="ID", help="entry id to use (default: a new sortable id)"
+    )
     add.add_argument(
         "--created-at",
         metavar="TIME",

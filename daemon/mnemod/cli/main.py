@@ -49,16 +49,20 @@ def common_options() -> argparse.ArgumentParser:
         "--namespace",
         "-n",
         default="default",
+        metavar="NS",
         help="namespace: 1-64 letters, digits, _ . - (default: default)",
     )
     common.add_argument(
-        "--data-dir", help="data folder (default: $MNEMOD_DATA_DIR, else ./.mnemod)"
+        "--data-dir", metavar="DIR", help="data folder (default: $MNEMOD_DATA_DIR, else ./.mnemod)"
     )
     common.add_argument(
         "--redis-url",
+        metavar="URL",
         help="redis://, rediss:// or unix:// URL (default: redis.url, else the embedded server)",
     )
-    common.add_argument("--config", "-c", help="TOML config file (default: none, all defaults)")
+    common.add_argument(
+        "--config", "-c", metavar="FILE", help="TOML config file (default: none, all defaults)"
+    )
     common.add_argument(
         "--json",
         action="store_true",
