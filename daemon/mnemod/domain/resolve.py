@@ -7,8 +7,9 @@ Selection order:
 2. warm — items whose trigger (a google-re2 regex, linear time, case-insensitive) matches
    the prompt; a pattern that does not compile is skipped, never fatal;
 3. cold — everything else that matches the prompt, scored by BM25 with mild importance and
-   frecency priors (see `ranking`), packed greedily in score order (skipping what does
-   not fit; score per token is a setting, and measured worse).
+   frecency priors and the prompt's time cues (see `ranking`, `cues`), packed greedily in
+   score order (skipping what does not fit; score per token is a setting, and measured
+   worse).
 
 Only a bounded pool is ranked: the BM25 top-k of the cold items (k = `pool_size(budget)`,
 at least `pool_floor`, more for large budgets), found by `Bm25Index.top_k` without scoring
@@ -37,9 +38,9 @@ from __future__ import annotations
 import bisect
 import math
 import statistics
-from collections.abc import Set
+from collections.abc import Callable, Set
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import re2
@@ -48,6 +49,7 @@ from mnemod.domain.bm25 import Bm25Index, Bm25Params, TopK
 from mnemod.domain.candidates import (
     Candidate,
 )
+from mnemod.domain.cues import asks_when, date_spans, tells_when
 from mnemod.domain.framing import FrameCosts, Tally, render, total_tokens
 from mnemod.domain.ranking import (
     RankingSettings,
@@ -102,6 +104,7 @@ class Resolver:
         self._order: list[tuple[datetime, int, str]] = []
         self._near: dict[str, list[tuple[str, int]]] = {}  # neighbours; cleared when _order changes
         self._next_seq = 0
+        self._timed: dict[str, bool] = {}  # whether a memory says when (Resolver._tells_when)
 
     @property
     def has_once_items(self) -> bool:
@@ -124,6 +127,7 @@ class Resolver:
         self._items[candidate.id] = candidate
         if old is None or old.content != candidate.content:
             self.index.add(candidate.id, analyze(candidate.content, self.settings))
+            self._timed.pop(candidate.id, None)
         (self._hot.add if candidate.hot else self._hot.discard)(candidate.id)
         wants_trigger = bool(candidate.triggers) and not candidate.hot
         (self._triggered.add if wants_trigger else self._triggered.discard)(candidate.id)
@@ -161,6 +165,7 @@ class Resolver:
             return False
         self.index.remove(candidate_id)
         self.costs.forget(candidate_id)
+        self._timed.pop(candidate_id, None)
         self._hot.discard(candidate_id)
         self._triggered.discard(candidate_id)
         if old.layer == "l3":
@@ -266,7 +271,7 @@ class Resolver:
                     {i: s for i, s in self.index.scores(words).items() if i not in skip},
                     complete=True,
                 )
-            ranked, floor = self._cold(words, found, fixed, skip, now)
+            ranked, floor = self._cold(words, found, fixed, skip, now, prompt)
             beyond = 0
             if not found.complete:
                 beyond = found.count_at_least(floor, skip | {row[1] for row in ranked})
@@ -278,12 +283,47 @@ class Resolver:
             size *= 4  # the pool ran low before the budget did: rank a wider one
         return self._finish(packed, budget, trace, beyond, found.complete)
 
+    def _time_cue(self, prompt: str, now: datetime) -> Callable[[Candidate], float] | None:
+        """A cold candidate's factor from the prompt's time cues (domain/cues.py): × (1 +
+        `when_weight`) for a memory that says when, if the prompt asks when; × (1 +
+        `date_weight`) for one created in a period the prompt names (or within
+        `date_slack_days` after it). None when the prompt has neither cue."""
+        settings = self.settings
+        when = settings.when_weight > 0 and asks_when(prompt)
+        spans: list[tuple[datetime, datetime]] = []
+        if settings.date_weight > 0:
+            slack = timedelta(days=settings.date_slack_days)
+            spans = [(start, end + slack) for start, end in date_spans(prompt, now)]
+        if not when and not spans:
+            return None
+        when_factor = 1.0 + settings.when_weight
+        date_factor = 1.0 + settings.date_weight
+        told = self._tells_when
+
+        def factor(candidate: Candidate) -> float:
+            value = when_factor if when and told(candidate) else 1.0
+            if spans and any(a <= candidate.created_at < b for a, b in spans):
+                value *= date_factor
+            return value
+
+        return factor
+
+    def _tells_when(self, candidate: Candidate) -> bool:
+        """cues.tells_when of the candidate's content, kept until the content changes."""
+        known = self._timed.get(candidate.id)
+        if known is None:
+            known = self._timed[candidate.id] = tells_when(candidate.content)
+        return known
+
     def _beyond_floor(self, found: TopK, floor: float) -> bool:
         """True when nothing outside the pool can reach the relevance floor: such a document
-        has at most the k-th BM25, and neighbours outside the pool add at most
-        `neighbour_weight` × that (a wider pool would only rank what packing must leave)."""
+        has at most the k-th BM25, neighbours outside the pool add at most
+        `neighbour_weight` × that, and the time cues multiply it by at most their factors
+        (a wider pool would only rank what packing must leave)."""
         kth = min(found.scores.values(), default=0.0)
-        return (1.0 + self.settings.neighbour_weight) * kth < floor
+        settings = self.settings
+        cues = (1.0 + settings.when_weight) * (1.0 + settings.date_weight)
+        return (1.0 + settings.neighbour_weight) * kth * cues < floor
 
     def _cold(
         self,
@@ -292,6 +332,7 @@ class Resolver:
         fixed: dict[str, float],
         skip: Set[str],
         now: datetime,
+        prompt: str,
     ) -> tuple[list[_Ranked], float]:
         """Cold candidates in packing order, and the relevance floor.
 
@@ -322,6 +363,7 @@ class Resolver:
         items = self._items
         weight = settings.importance_weight
         by_rank = settings.density_exponent == 0  # rank order: the key is the score itself
+        cue = self._time_cue(prompt, now)
         for doc_id, value in relevance.items():
             if value < floor or doc_id in skip:
                 continue
@@ -330,6 +372,8 @@ class Resolver:
             score = value * (1.0 + weight * (c.importance - 3))
             if c.access_count > 0:
                 score *= 1.0 + frecency_boost(c.access_count, c.last_accessed_at, now, settings)
+            if cue is not None:
+                score *= cue(c)
             own = bm25.get(doc_id)
             key = -score if by_rank else -pack_key(score, self.costs.line(c), settings)
             append((key, doc_id, score, 0.0 if own is None else own, own is not None))
