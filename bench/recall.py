@@ -12,9 +12,10 @@ dedup counts as found through the survivor). Three systems run in one process:
 - `bm25`: the floor — plain BM25 (k1 1.2, b 0.75) over the shared tokenizer, filled in rank
   order, same framing and counting.
 
-With `--ablate`, the default ranking is also run with one technique turned off at a time
-(the domain Resolver with accesses recorded, as `feedback` with `--backend resolver`), so
-each line shows what that technique earns.
+With `--ablate`, the default ranking is also run with one technique turned off at a time,
+on the domain Resolver with accesses recorded (`default`, as `feedback` with `--backend
+resolver`; through the store, dedup folds some turns, so its figures differ a little):
+each line against `default` shows what that technique earns.
 
 Printed for each system and budget: the mean recall, by question category, and by
 conversation (a sanity check that a gain is not one conversation's); the JSON holds the same.
@@ -281,7 +282,8 @@ def systems(backend: str, folder: str, ablate: bool = False) -> Iterator[tuple[s
         yield "feedback", lambda conv, budget: ResolverBackend(RankingSettings(), True)
         yield "no-feedback", lambda conv, budget: ResolverBackend(RankingSettings(), False)
     yield "bm25", lambda conv, budget: ResolverBackend(PLAIN_BM25, False)
-    if ablate:
+    if ablate:  # beside the Resolver on defaults, which the store's figures differ from
+        yield "default", lambda conv, budget: ResolverBackend(DEFAULT, True)
         for name, settings in ABLATIONS.items():
             yield name, lambda conv, budget, s=settings: ResolverBackend(s, True)
 

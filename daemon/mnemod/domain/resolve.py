@@ -261,6 +261,7 @@ class Resolver:
             warm_found,
             key=lambda c: (-c.importance, -fixed.get(c.id, 0.0), c.created_at, c.id),
         )
+        cue, most = self._time_cue(prompt, now)  # the cues' factors (1 for none)
         packed: _Packed
         size = self.pool_size(budget) if pool is None else pool
         while True:
@@ -271,23 +272,26 @@ class Resolver:
                     {i: s for i, s in self.index.scores(words).items() if i not in skip},
                     complete=True,
                 )
-            ranked, floor = self._cold(words, found, fixed, skip, now, prompt)
+            ranked, floor = self._cold(words, found, fixed, skip, now, cue)
             beyond = 0
             if not found.complete:
                 beyond = found.count_at_least(floor, skip | {row[1] for row in ranked})
             matched = sum(1 for row in ranked if row[4])
             worst = len(hot) + len(warm) + matched + beyond
             packed = self._pack(hot, warm, fixed, ranked, budget, self.costs.note(worst), trace)
-            if found.complete or not packed.ran_out or self._beyond_floor(found, floor):
+            if found.complete or not packed.ran_out or self._beyond_floor(found, floor, most):
                 break
             size *= 4  # the pool ran low before the budget did: rank a wider one
         return self._finish(packed, budget, trace, beyond, found.complete)
 
-    def _time_cue(self, prompt: str, now: datetime) -> Callable[[Candidate], float] | None:
+    def _time_cue(
+        self, prompt: str, now: datetime
+    ) -> tuple[Callable[[Candidate], float] | None, float]:
         """A cold candidate's factor from the prompt's time cues (domain/cues.py): × (1 +
         `when_weight`) for a memory that says when, if the prompt asks when; × (1 +
         `date_weight`) for one created in a period the prompt names (or within
-        `date_slack_days` after it). None when the prompt has neither cue."""
+        `date_slack_days` after it). None when the prompt has neither cue; with it, the
+        largest factor it gives."""
         settings = self.settings
         when = settings.when_weight > 0 and asks_when(prompt)
         spans: list[tuple[datetime, datetime]] = []
@@ -295,8 +299,8 @@ class Resolver:
             slack = timedelta(days=settings.date_slack_days)
             spans = [(start, end + slack) for start, end in date_spans(prompt, now)]
         if not when and not spans:
-            return None
-        when_factor = 1.0 + settings.when_weight
+            return None, 1.0
+        when_factor = 1.0 + settings.when_weight if when else 1.0
         date_factor = 1.0 + settings.date_weight
         told = self._tells_when
 
@@ -306,7 +310,7 @@ class Resolver:
                 value *= date_factor
             return value
 
-        return factor
+        return factor, when_factor * (date_factor if spans else 1.0)
 
     def _tells_when(self, candidate: Candidate) -> bool:
         """cues.tells_when of the candidate's content, kept until the content changes."""
@@ -315,15 +319,13 @@ class Resolver:
             known = self._timed[candidate.id] = tells_when(candidate.content)
         return known
 
-    def _beyond_floor(self, found: TopK, floor: float) -> bool:
+    def _beyond_floor(self, found: TopK, floor: float, most: float = 1.0) -> bool:
         """True when nothing outside the pool can reach the relevance floor: such a document
         has at most the k-th BM25, neighbours outside the pool add at most
-        `neighbour_weight` × that, and the time cues multiply it by at most their factors
+        `neighbour_weight` × that, and the prompt's time cues multiply it by at most `most`
         (a wider pool would only rank what packing must leave)."""
         kth = min(found.scores.values(), default=0.0)
-        settings = self.settings
-        cues = (1.0 + settings.when_weight) * (1.0 + settings.date_weight)
-        return (1.0 + settings.neighbour_weight) * kth * cues < floor
+        return (1.0 + self.settings.neighbour_weight) * kth * most < floor
 
     def _cold(
         self,
@@ -332,7 +334,7 @@ class Resolver:
         fixed: dict[str, float],
         skip: Set[str],
         now: datetime,
-        prompt: str,
+        cue: Callable[[Candidate], float] | None = None,
     ) -> tuple[list[_Ranked], float]:
         """Cold candidates in packing order, and the relevance floor.
 
@@ -342,6 +344,8 @@ class Resolver:
         from a match outside the top k: at most `neighbour_weight` × the k-th BM25, which
         only reorders the tail, far below what fits the budget. With every match in `found`
         (`complete`) this is the exact ranking.
+
+        `cue` (see `_time_cue`) multiplies each candidate's score.
 
         Each row is (packing key, id, score, BM25, matched); the rows sort in packing order
         (the key is the negated score per cost**density_exponent, ties by id).
@@ -363,7 +367,6 @@ class Resolver:
         items = self._items
         weight = settings.importance_weight
         by_rank = settings.density_exponent == 0  # rank order: the key is the score itself
-        cue = self._time_cue(prompt, now)
         for doc_id, value in relevance.items():
             if value < floor or doc_id in skip:
                 continue
