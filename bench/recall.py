@@ -12,7 +12,16 @@ dedup counts as found through the survivor). Three systems run in one process:
 - `bm25`: the floor — plain BM25 (k1 1.2, b 0.75) over the shared tokenizer, filled in rank
   order, same framing and counting.
 
+With `--ablate`, the default ranking is also run with one technique turned off at a time,
+on the domain Resolver with accesses recorded (`default`, as `feedback` with `--backend
+resolver`; through the store, dedup folds some turns, so its figures differ a little):
+each line against `default` shows what that technique earns.
+
+Printed for each system and budget: the mean recall, by question category, and by
+conversation (a sanity check that a gain is not one conversation's); the JSON holds the same.
+
     python bench/recall.py [--data PATH] [--out bench/results/recall.json] [--backend store]
+        [--ablate]
 """
 
 from __future__ import annotations
@@ -48,7 +57,17 @@ PLAIN_BM25 = RankingSettings(
     density_exponent=0.0,
     fold_suffixes=False,
     query_stopwords=False,
+    when_weight=0.0,
+    date_weight=0.0,
 )
+DEFAULT = RankingSettings()
+# the default ranking with one technique off: what each earns
+ABLATIONS = {
+    "-when": replace(DEFAULT, when_weight=0.0),
+    "-dates": replace(DEFAULT, date_weight=0.0),
+    "-neighbours": replace(DEFAULT, neighbour_weight=0.0),
+    "-folding": replace(DEFAULT, fold_suffixes=False),
+}
 
 
 @dataclass(frozen=True)
@@ -65,6 +84,7 @@ class Question:
     gold: frozenset[str]
     category: str
     now: datetime
+    conv: str = ""
 
 
 class Backend(Protocol):
@@ -169,6 +189,7 @@ def load(path: Path) -> tuple[dict[str, list[Turn]], dict[str, list[Question]]]:
                         frozenset(row["gold_ids"]),
                         row["category"],
                         parse_time(row["after_ts"]),
+                        row["conv"],
                     )
                 )
     return turns, questions
@@ -202,18 +223,56 @@ def run(
 def summarize(per_question: dict[int, list[tuple[Question, float]]]) -> dict[str, Any]:
     table: dict[str, Any] = {}
     for budget, rows in per_question.items():
-        by_category: dict[str, list[float]] = defaultdict(list)
-        for question, recall in rows:
-            by_category[question.category].append(recall)
         table[str(budget)] = {
-            "recall": round(sum(r for _, r in rows) / max(len(rows), 1), 4),
+            "recall": _mean(r for _, r in rows),
             "n": len(rows),
-            "by_category": {k: round(sum(v) / len(v), 4) for k, v in sorted(by_category.items())},
+            "by_category": _grouped(rows, lambda q: q.category),
+            "by_conversation": _grouped(rows, lambda q: q.conv),
         }
     return table
 
 
-def systems(backend: str, folder: str) -> Iterator[tuple[str, Any]]:
+def _grouped(rows: list[tuple[Question, float]], group: Any) -> dict[str, float]:
+    by: dict[str, list[float]] = defaultdict(list)
+    for question, recall in rows:
+        by[group(question)].append(recall)
+    return {k: _mean(v) for k, v in sorted(by.items())}
+
+
+def _mean(values: Iterator[float] | list[float]) -> float:
+    found = list(values)
+    return round(sum(found) / max(len(found), 1), 4)
+
+
+def report(results: dict[str, Any], questions: dict[str, list[Question]]) -> str:
+    """One line per system and budget: total, each category, each conversation."""
+    first = results[next(iter(results))][str(BUDGETS[0])]
+    categories = list(first["by_category"])
+    convs = list(first["by_conversation"])
+    counts: dict[str, int] = defaultdict(int)
+    for qs in questions.values():
+        for q in qs:
+            counts[q.category] += 1
+            counts[q.conv] += 1
+    widths = [max(len(k), 6) for k in (*categories, *convs)]
+    names = "".join(f"  {k:>{w}}" for k, w in zip((*categories, *convs), widths, strict=True))
+    labels = (*categories, *convs)
+    sizes = "".join(f"  {'n=' + str(counts[k]):>{w}}" for k, w in zip(labels, widths, strict=True))
+    lines = [
+        f"mean recall of gold turns ({sum(len(q) for q in questions.values())} questions)",
+        f"{'system':<12}{'budget':>7}{'total':>7}{names}",
+        f"{'':<26}{sizes}",
+    ]
+    for name, table in results.items():
+        for budget in BUDGETS:
+            row = table[str(budget)]
+            values = [*row["by_category"].values(), *row["by_conversation"].values()]
+            cells = "".join(f"  {v:>{w}.3f}" for v, w in zip(values, widths, strict=True))
+            lines.append(f"{name:<12}{budget:>7}{row['recall']:>7.3f}{cells}")
+    return "\n".join(lines)
+
+
+def systems(backend: str, folder: str, ablate: bool = False) -> Iterator[tuple[str, Any]]:
     if backend == "store":
         counter = iter(range(1_000_000))
 
@@ -223,6 +282,10 @@ def systems(backend: str, folder: str) -> Iterator[tuple[str, Any]]:
         yield "feedback", lambda conv, budget: ResolverBackend(RankingSettings(), True)
         yield "no-feedback", lambda conv, budget: ResolverBackend(RankingSettings(), False)
     yield "bm25", lambda conv, budget: ResolverBackend(PLAIN_BM25, False)
+    if ablate:  # beside the Resolver on defaults, which the store's figures differ from
+        yield "default", lambda conv, budget: ResolverBackend(DEFAULT, True)
+        for name, settings in ABLATIONS.items():
+            yield name, lambda conv, budget, s=settings: ResolverBackend(s, True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -235,20 +298,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         default="store",
         help="store: the public mnemod.open API; resolver: the domain Resolver directly",
     )
+    parser.add_argument(
+        "--ablate", action="store_true", help="also the default ranking minus each technique"
+    )
     args = parser.parse_args(argv)
     turns, questions = load(Path(args.data))
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="mnemod-bench-") as folder:
-        for name, make in systems(args.backend, folder):
+        for name, make in systems(args.backend, folder, args.ablate):
             started = time.perf_counter()
             results[name] = summarize(run(make, turns, questions))
             results[name]["seconds"] = round(time.perf_counter() - started, 1)
-    header = f"{'system':<12}" + "".join(f"{b:>8}" for b in BUDGETS)
-    print(f"mean recall of gold turns ({sum(len(q) for q in questions.values())} questions)")
-    print(header)
-    for name, table in results.items():
-        print(f"{name:<12}" + "".join(f"{table[str(b)]['recall']:>8.3f}" for b in BUDGETS))
-    write_results(args.out, {"budgets": BUDGETS, "systems": results})
+    print(report(results, questions))
+    write_results(args.out, {"budgets": BUDGETS, "data": Path(args.data).name, "systems": results})
     return 0
 
 

@@ -7,8 +7,9 @@ Selection order:
 2. warm — items whose trigger (a google-re2 regex, linear time, case-insensitive) matches
    the prompt; a pattern that does not compile is skipped, never fatal;
 3. cold — everything else that matches the prompt, scored by BM25 with mild importance and
-   frecency priors (see `ranking`), packed greedily in score order (skipping what does
-   not fit; score per token is a setting, and measured worse).
+   frecency priors and the prompt's time cues (see `ranking`, `cues`), packed greedily in
+   score order (skipping what does not fit; score per token is a setting, and measured
+   worse).
 
 Only a bounded pool is ranked: the BM25 top-k of the cold items (k = `pool_size(budget)`,
 at least `pool_floor`, more for large budgets), found by `Bm25Index.top_k` without scoring
@@ -37,9 +38,9 @@ from __future__ import annotations
 import bisect
 import math
 import statistics
-from collections.abc import Set
+from collections.abc import Callable, Set
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import re2
@@ -48,6 +49,7 @@ from mnemod.domain.bm25 import Bm25Index, Bm25Params, TopK
 from mnemod.domain.candidates import (
     Candidate,
 )
+from mnemod.domain.cues import asks_when, date_spans, tells_when
 from mnemod.domain.framing import FrameCosts, Tally, render, total_tokens
 from mnemod.domain.ranking import (
     RankingSettings,
@@ -102,6 +104,7 @@ class Resolver:
         self._order: list[tuple[datetime, int, str]] = []
         self._near: dict[str, list[tuple[str, int]]] = {}  # neighbours; cleared when _order changes
         self._next_seq = 0
+        self._timed: dict[str, bool] = {}  # whether a memory says when (Resolver._tells_when)
 
     @property
     def has_once_items(self) -> bool:
@@ -124,6 +127,7 @@ class Resolver:
         self._items[candidate.id] = candidate
         if old is None or old.content != candidate.content:
             self.index.add(candidate.id, analyze(candidate.content, self.settings))
+            self._timed.pop(candidate.id, None)
         (self._hot.add if candidate.hot else self._hot.discard)(candidate.id)
         wants_trigger = bool(candidate.triggers) and not candidate.hot
         (self._triggered.add if wants_trigger else self._triggered.discard)(candidate.id)
@@ -161,6 +165,7 @@ class Resolver:
             return False
         self.index.remove(candidate_id)
         self.costs.forget(candidate_id)
+        self._timed.pop(candidate_id, None)
         self._hot.discard(candidate_id)
         self._triggered.discard(candidate_id)
         if old.layer == "l3":
@@ -256,6 +261,7 @@ class Resolver:
             warm_found,
             key=lambda c: (-c.importance, -fixed.get(c.id, 0.0), c.created_at, c.id),
         )
+        cue, most = self._time_cue(prompt, now)  # the cues' factors (1 for none)
         packed: _Packed
         size = self.pool_size(budget) if pool is None else pool
         while True:
@@ -266,24 +272,60 @@ class Resolver:
                     {i: s for i, s in self.index.scores(words).items() if i not in skip},
                     complete=True,
                 )
-            ranked, floor = self._cold(words, found, fixed, skip, now)
+            ranked, floor = self._cold(words, found, fixed, skip, now, cue)
             beyond = 0
             if not found.complete:
                 beyond = found.count_at_least(floor, skip | {row[1] for row in ranked})
             matched = sum(1 for row in ranked if row[4])
             worst = len(hot) + len(warm) + matched + beyond
             packed = self._pack(hot, warm, fixed, ranked, budget, self.costs.note(worst), trace)
-            if found.complete or not packed.ran_out or self._beyond_floor(found, floor):
+            if found.complete or not packed.ran_out or self._beyond_floor(found, floor, most):
                 break
             size *= 4  # the pool ran low before the budget did: rank a wider one
         return self._finish(packed, budget, trace, beyond, found.complete)
 
-    def _beyond_floor(self, found: TopK, floor: float) -> bool:
+    def _time_cue(
+        self, prompt: str, now: datetime
+    ) -> tuple[Callable[[Candidate], float] | None, float]:
+        """A cold candidate's factor from the prompt's time cues (domain/cues.py): × (1 +
+        `when_weight`) for a memory that says when, if the prompt asks when; × (1 +
+        `date_weight`) for one created in a period the prompt names (or within
+        `date_slack_days` after it). None when the prompt has neither cue; with it, the
+        largest factor it gives."""
+        settings = self.settings
+        when = settings.when_weight > 0 and asks_when(prompt)
+        spans: list[tuple[datetime, datetime]] = []
+        if settings.date_weight > 0:
+            slack = timedelta(days=settings.date_slack_days)
+            spans = [(start, end + slack) for start, end in date_spans(prompt, now)]
+        if not when and not spans:
+            return None, 1.0
+        when_factor = 1.0 + settings.when_weight if when else 1.0
+        date_factor = 1.0 + settings.date_weight
+        told = self._tells_when
+
+        def factor(candidate: Candidate) -> float:
+            value = when_factor if when and told(candidate) else 1.0
+            if spans and any(a <= candidate.created_at < b for a, b in spans):
+                value *= date_factor
+            return value
+
+        return factor, when_factor * (date_factor if spans else 1.0)
+
+    def _tells_when(self, candidate: Candidate) -> bool:
+        """cues.tells_when of the candidate's content, kept until the content changes."""
+        known = self._timed.get(candidate.id)
+        if known is None:
+            known = self._timed[candidate.id] = tells_when(candidate.content)
+        return known
+
+    def _beyond_floor(self, found: TopK, floor: float, most: float = 1.0) -> bool:
         """True when nothing outside the pool can reach the relevance floor: such a document
-        has at most the k-th BM25, and neighbours outside the pool add at most
-        `neighbour_weight` × that (a wider pool would only rank what packing must leave)."""
+        has at most the k-th BM25, neighbours outside the pool add at most
+        `neighbour_weight` × that, and the prompt's time cues multiply it by at most `most`
+        (a wider pool would only rank what packing must leave)."""
         kth = min(found.scores.values(), default=0.0)
-        return (1.0 + self.settings.neighbour_weight) * kth < floor
+        return (1.0 + self.settings.neighbour_weight) * kth * most < floor
 
     def _cold(
         self,
@@ -292,6 +334,7 @@ class Resolver:
         fixed: dict[str, float],
         skip: Set[str],
         now: datetime,
+        cue: Callable[[Candidate], float] | None = None,
     ) -> tuple[list[_Ranked], float]:
         """Cold candidates in packing order, and the relevance floor.
 
@@ -301,6 +344,8 @@ class Resolver:
         from a match outside the top k: at most `neighbour_weight` × the k-th BM25, which
         only reorders the tail, far below what fits the budget. With every match in `found`
         (`complete`) this is the exact ranking.
+
+        `cue` (see `_time_cue`) multiplies each candidate's score.
 
         Each row is (packing key, id, score, BM25, matched); the rows sort in packing order
         (the key is the negated score per cost**density_exponent, ties by id).
@@ -330,6 +375,8 @@ class Resolver:
             score = value * (1.0 + weight * (c.importance - 3))
             if c.access_count > 0:
                 score *= 1.0 + frecency_boost(c.access_count, c.last_accessed_at, now, settings)
+            if cue is not None:
+                score *= cue(c)
             own = bm25.get(doc_id)
             key = -score if by_rank else -pack_key(score, self.costs.line(c), settings)
             append((key, doc_id, score, 0.0 if own is None else own, own is not None))
