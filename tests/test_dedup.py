@@ -74,7 +74,8 @@ def test_a_clique_is_merged_whole() -> None:
     a = entry("A", ["x", "y", "z"], 0)
     b = entry("B", ["x", "y", "z"], 1)
     c = entry("C", ["x", "y", "z", "q"], 2)
-    assert [[m.id for m in g] for g in merge_groups([c, b, a], plain(0.55), JACCARD_ONLY)] == [["A", "B", "C"]]
+    groups = merge_groups([c, b, a], plain(0.55), JACCARD_ONLY)
+    assert [[m.id for m in g] for g in groups] == [["A", "B", "C"]]
 
 
 def test_merge_rules() -> None:
