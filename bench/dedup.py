@@ -37,9 +37,9 @@ from mnemod.config import DedupConfig  # noqa: E402
 from mnemod.domain.dedup import (  # noqa: E402
     OPTIONAL_TECHNIQUES,
     TECHNIQUES,
+    PairWeights,
     Side,
     compare,
-    weigher,
 )
 from mnemod.domain.keywords import extract_keywords  # noqa: E402
 from mnemod.domain.model import Entry  # noqa: E402
@@ -84,7 +84,7 @@ class Corpus:
             return self.frequency[word] - (word in left.words) - (word in right.words)
 
         others = len(self.sides) - (1 if a == b else 2)
-        return compare(left, right, config, weigher(holding, others), techniques).merges
+        return compare(left, right, config, PairWeights(holding, others), techniques).merges
 
 
 def confusion(called: Sequence[bool], pairs: Sequence[Pair]) -> dict[str, Any]:

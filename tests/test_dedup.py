@@ -122,7 +122,7 @@ def test_the_lookup_finds_the_brute_force_best_match_on_add() -> None:
     import random
     from collections import Counter
 
-    from mnemod.domain.dedup import Side, compare, weigher
+    from mnemod.domain.dedup import PairWeights, Side, compare
     from mnemod.runtime.lookup import Lookup
 
     rng = random.Random(11)
@@ -156,7 +156,7 @@ def test_the_lookup_finds_the_brute_force_best_match_on_add() -> None:
                 def holding(word: str, words: frozenset[str] = words) -> int:
                     return frequency[word] - (word in words)
 
-                verdict = compare(Side.of(probe), Side.of(e), config, weigher(holding, 299))
+                verdict = compare(Side.of(probe), Side.of(e), config, PairWeights(holding, 299))
                 if verdict.merges:
                     passing.append(verdict.score)
             best = max(passing, default=None)

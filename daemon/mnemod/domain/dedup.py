@@ -22,7 +22,7 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple, Protocol
 
 from mnemod.config import DedupConfig
 from mnemod.domain import cues
@@ -48,9 +48,9 @@ def jaccard_floor(config: DedupConfig) -> float:
     return config.floor
 
 
-@dataclass(frozen=True)
-class Side:
-    """One text as dedup sees it: its keyword set, its text and its length in tokens."""
+class Side(NamedTuple):
+    """One text as dedup sees it: its keyword set, its text and its length in tokens (a
+    tuple: one is made per candidate on every add)."""
 
     words: frozenset[str]
     text: str
@@ -61,8 +61,7 @@ class Side:
         return cls(frozenset(entry.keywords), entry.content, entry.tokens)
 
 
-@dataclass(frozen=True)
-class Similarity:
+class Similarity(NamedTuple):
     """Whether two texts are one memory, and why: `refused_by` is None for a merge, else
     "floor", "score" or the name of the guard that refused."""
 
@@ -95,21 +94,63 @@ def weight(others: int, holding: int) -> float:
     return math.log((1 + others) / (1 + max(0, holding))) + 1.0
 
 
-def weigher(holding: Callable[[str], int], others: int) -> Callable[[str], float]:
-    """Word weights for one pair: `holding(word)` is how many entries other than the two
-    hold the word, out of `others` entries (document frequencies over the rest)."""
-    return lambda word: weight(others, holding(word))
+class Weights(Protocol):
+    def jaccard(self, a: frozenset[str], b: frozenset[str]) -> float:
+        """The weighted Jaccard of two keyword sets."""
+        ...
+
+
+class PairWeights:
+    """Word weights from document frequencies: `holding(word)` is how many entries other
+    than the two compared hold the word, out of `others` entries."""
+
+    def __init__(self, holding: Callable[[str], int], others: int) -> None:
+        self.holding, self.others = holding, others
+
+    def jaccard(self, a: frozenset[str], b: frozenset[str]) -> float:
+        common = sum(weight(self.others, self.holding(w)) for w in a & b)
+        apart = sum(weight(self.others, self.holding(w)) for w in a ^ b)
+        return common / (common + apart) if common + apart else 0.0
+
+
+class ProbeWeights:
+    """The same weights for one new text against many stored ones (dedup on add), its own
+    words weighed once, on the first comparison: `stored(word)` counts the stored entries
+    holding the word, `others` is their number less the one compared; the probe is not
+    among them."""
+
+    def __init__(self, probe: frozenset[str], stored: Callable[[str], int], others: int) -> None:
+        self.probe, self.stored, self.others = probe, stored, others
+        self._own: dict[str, tuple[float, float]] = {}  # word -> (if shared, if not)
+
+    def jaccard(self, a: frozenset[str], b: frozenset[str]) -> float:
+        """`a` is the probe."""
+        own, others, stored = self._own, self.others, self.stored
+        if not own:
+            for w in self.probe:
+                held = stored(w)
+                own[w] = (weight(others, held - 1), weight(others, held))
+        common = apart = 0.0
+        for w in a:
+            if w in b:
+                common += own[w][0]
+            else:
+                apart += own[w][1]
+        for w in b:
+            if w not in a:
+                apart += weight(others, stored(w) - 1)
+        return common / (common + apart) if common + apart else 0.0
 
 
 def compare(
     a: Side,
     b: Side,
     config: DedupConfig,
-    weigh: Callable[[str], float] | None = None,
+    weights: Weights | None = None,
     techniques: Collection[str] = TECHNIQUES,
 ) -> Similarity:
-    """Whether `a` and `b` are one memory; `weigh` gives each word's weight (`weigher`),
-    None weighs every word alike."""
+    """Whether `a` and `b` are one memory; `weights` weigh each word by its rarity (None:
+    every word alike)."""
     floor, threshold = jaccard_floor(config), config.threshold
     shared = a.words & b.words
     union = len(a.words) + len(b.words) - len(shared)
@@ -121,9 +162,8 @@ def compare(
     if plain < floor - 1e-9 or not union:
         return verdict(plain, "floor")
     score = plain
-    if "idf" in techniques and weigh is not None:
-        common = sum(map(weigh, shared))
-        score = common / (common + sum(map(weigh, a.words ^ b.words)))
+    if "idf" in techniques and weights is not None:
+        score = weights.jaccard(a.words, b.words)
     if "balance" in techniques:
         longer = max(a.length, b.length)
         score *= min(a.length, b.length) / longer if longer > 0 else 1.0
@@ -217,7 +257,7 @@ def judged_pairs(
         def holding(word: str, a: Side = a, b: Side = b, kind: str = kind) -> int:
             return frequency[(kind, word)] - (word in a.words) - (word in b.words)
 
-        verdict = compare(a, b, config, weigher(holding, per_type[kind] - 2), techniques)
+        verdict = compare(a, b, config, PairWeights(holding, per_type[kind] - 2), techniques)
         judged.append((pair, verdict))
     return judged
 

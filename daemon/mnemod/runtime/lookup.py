@@ -13,7 +13,14 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 
 from mnemod.config import DedupConfig
-from mnemod.domain.dedup import Side, compare, jaccard_floor, prefix_length, rare_first, weight
+from mnemod.domain.dedup import (
+    ProbeWeights,
+    Side,
+    compare,
+    jaccard_floor,
+    prefix_length,
+    rare_first,
+)
 from mnemod.domain.model import Entry
 
 MAX_ALIAS_HOPS = 100
@@ -104,10 +111,14 @@ class Lookup:
                     candidates.update(ids)
         candidates.discard(entry.id)
         sets = self._sets
-        indexed = entry.id in self._kinds  # the probe counts as neither side's "other"
-        others = self._per_kind[kind] - (2 if indexed else 1)
+        indexed = entry.id in self._kinds  # then its words are weighed as if it were not
+
+        def stored(word: str) -> int:
+            return frequency.get((kind, word), 0) - (indexed and word in mine)
+
+        weights = ProbeWeights(mine, stored, max(0, self._per_kind[kind] - 1 - indexed))
         # the score is at most the balance of lengths: a candidate far longer or shorter
-        # than `entry` is not read (when the balance counts)
+        # than `entry` is not compared
         length, bound = entry.tokens, config.threshold - 1e-9
         probe = Side(mine, entry.content, length)
         best_id, best_score = "", -1.0
@@ -120,13 +131,8 @@ class Lookup:
             longer = max(length, other.tokens)
             if longer and min(length, other.tokens) < bound * longer:
                 continue
-            theirs = frozenset(listed)
-
-            def weigh(word: str, theirs: frozenset[str] = theirs) -> float:
-                held = frequency.get((kind, word), 0) - (word in theirs)
-                return weight(others, held - (indexed and word in mine))
-
-            verdict = compare(probe, Side(theirs, other.content, other.tokens), config, weigh)
+            side = Side(frozenset(listed), other.content, other.tokens)
+            verdict = compare(probe, side, config, weights)
             score = verdict.score
             if verdict.merges and (
                 score > best_score or (score == best_score and other_id < best_id)
