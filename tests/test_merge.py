@@ -4,6 +4,7 @@ is in archive.jsonl and in `mnemod history`."""
 
 from __future__ import annotations
 
+import json
 import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -215,3 +216,27 @@ def test_no_text_ever_leaves_both_the_index_and_the_archive(sequence: list[str])
         store.close()
         archived = {r["entry"]["content"] for r in archive_of(Path(folder) / "data")}  # type: ignore[index]
         assert set(sequence) <= live | archived
+
+
+def test_dedupe_report_says_why_each_candidate_would_or_would_not_merge(
+    tmp_path: Path, clock: FixedClock
+) -> None:
+    data = tmp_path / "data"
+    apart = mnemod.open(data, clock=clock, config={"dedup": {"threshold": 1.0, "floor": 1.0}})
+    tuesday = apart.add(TUESDAY, type="context")
+    clock.advance(timedelta(minutes=1))
+    thursday = apart.add(THURSDAY, type="context")
+    uses = apart.add("User uses vim for editing", type="preference")
+    never = apart.add("User never uses vim for editing", type="preference")
+    apart.close()
+    rows = json.loads(run_cli(data, "dedupe", "--report", "--json").stdout)
+    by_pair = {(r["a"], r["b"]): r for r in rows}
+    deploy = by_pair[(tuesday.id, thursday.id)]
+    assert deploy["would_merge"] and deploy["refused_by"] is None
+    assert deploy["merge"]["kind"] == "supersede" and deploy["merge"]["conflicts"] == ["days"]
+    vim = by_pair[(uses.id, never.id)]
+    assert (vim["would_merge"], vim["refused_by"]) == (False, "negation")
+    assert vim["score"] >= vim["threshold"]
+    text = run_cli(data, "dedupe", "--report").stdout
+    assert f"merge {tuesday.id} ~ {thursday.id}" in text and "supersede (days)" in text
+    assert f"keep  {uses.id} ~ {never.id}" in text and "refused: one negates, the other not" in text

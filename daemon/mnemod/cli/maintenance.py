@@ -171,6 +171,14 @@ def cmd_dedupe(ctx: Context) -> int:
     return 0
 
 
+_GUARD_SAYS = {
+    "negation": "one negates, the other not",
+    "numbers": "numbers differ",
+    "days": "days differ",
+    "names": "names differ",
+}
+
+
 def _dedupe_line(row: dict[str, Any]) -> str:
     refused = row["refused_by"]
     if refused == "floor":
@@ -178,7 +186,8 @@ def _dedupe_line(row: dict[str, Any]) -> str:
     elif refused == "score":
         why = f"score {row['score']:.3f} < threshold {row['threshold']:.2f}"
     elif refused is not None:
-        why = f"score {row['score']:.3f} ≥ {row['threshold']:.2f}, refused: {refused} differ"
+        guard = _GUARD_SAYS.get(refused, refused)
+        why = f"score {row['score']:.3f} ≥ {row['threshold']:.2f}, refused: {guard}"
     else:
         merge = row["merge"]
         conflicts = f" ({', '.join(merge['conflicts'])})" if merge["conflicts"] else ""
