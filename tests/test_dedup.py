@@ -4,8 +4,19 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from mnemod.config import DedupConfig
-from mnemod.domain.dedup import merge_groups
+from mnemod.domain.dedup import (
+    OPTIONAL_TECHNIQUES,
+    TECHNIQUES,
+    PairWeights,
+    Side,
+    compare,
+    jaccard_floor,
+    merge_groups,
+)
 from mnemod.domain.keywords import extract_keywords, jaccard
 from mnemod.domain.merge import decide_merge, merge_into
 from mnemod.domain.model import Entry
@@ -122,7 +133,6 @@ def test_the_lookup_finds_the_brute_force_best_match_on_add() -> None:
     import random
     from collections import Counter
 
-    from mnemod.domain.dedup import PairWeights, Side, compare
     from mnemod.runtime.lookup import Lookup
 
     rng = random.Random(11)
@@ -165,3 +175,20 @@ def test_the_lookup_finds_the_brute_force_best_match_on_add() -> None:
                 assert found is None
             else:
                 assert found is not None and round(found[1], 9) == round(best, 9)
+
+
+WORDS = st.frozensets(st.sampled_from([f"w{i}" for i in range(12)]), min_size=1)
+SIDES = st.builds(Side, WORDS, st.sampled_from(["a b", "not a b", "a 10 b"]), st.integers(0, 30))
+
+
+@given(SIDES, SIDES, st.floats(0.05, 1.0), st.floats(0.05, 1.0), st.integers(0, 50),
+       st.sets(st.sampled_from(sorted(TECHNIQUES | OPTIONAL_TECHNIQUES))))  # fmt: skip
+def test_every_merge_reaches_the_jaccard_floor(
+    a: Side, b: Side, floor: float, threshold: float, others: int, used: set[str]
+) -> None:
+    """The contract candidate finders rely on: whatever the weights, lengths and guards, a
+    pair that merges has keyword Jaccard ≥ `jaccard_floor`."""
+    config = DedupConfig(threshold=threshold, floor=floor)
+    verdict = compare(a, b, config, PairWeights(lambda w: len(w) % 3, others), used)
+    if verdict.merges:
+        assert jaccard(a.words, b.words) >= jaccard_floor(config) - 1e-9

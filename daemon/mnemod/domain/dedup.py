@@ -121,14 +121,15 @@ class ProbeWeights:
 
     def __init__(self, probe: frozenset[str], stored: Callable[[str], int], others: int) -> None:
         self.probe, self.stored, self.others = probe, stored, others
-        self._own: dict[str, tuple[float, float]] = {}  # word -> (if shared, if not)
+        self._own: dict[str, tuple[float, float]] = {}  # probe word -> (if shared, if not)
+        self._theirs: dict[str, float] = {}  # another word -> its weight
 
     def jaccard(self, a: frozenset[str], b: frozenset[str]) -> float:
         """`a` is the probe."""
-        own, others, stored = self._own, self.others, self.stored
+        own, theirs, others = self._own, self._theirs, self.others
         if not own:
             for w in self.probe:
-                held = stored(w)
+                held = self.stored(w)
                 own[w] = (weight(others, held - 1), weight(others, held))
         common = apart = 0.0
         for w in a:
@@ -138,7 +139,9 @@ class ProbeWeights:
                 apart += own[w][1]
         for w in b:
             if w not in a:
-                apart += weight(others, stored(w) - 1)
+                if w not in theirs:
+                    theirs[w] = weight(others, self.stored(w) - 1)
+                apart += theirs[w]
         return common / (common + apart) if common + apart else 0.0
 
 
