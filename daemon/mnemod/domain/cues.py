@@ -56,12 +56,10 @@ def numbers(text: str) -> frozenset[str]:
 def days(text: str) -> frozenset[str]:
     """Weekday and month names (and today/tomorrow…), plural weekdays folded ("Tuesdays" is
     "tuesday"). "may" counts only capitalised: the verb is far commoner than the month."""
-    found: set[str] = set()
-    for word in _WORD.findall(text):
-        low = word.casefold()
-        if low in DAYS and (low != "may" or word[0].isupper()):
-            found.add(_DAY_STEM.get(low, low))
-    return frozenset(found)
+    found = DAYS.intersection(_WORD.findall(text.casefold()))
+    if "may" in found and "May" not in _WORD.findall(text):
+        found -= {"may"}
+    return frozenset(_DAY_STEM.get(name, name) for name in found)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -121,27 +121,23 @@ class ProbeWeights:
 
     def __init__(self, probe: frozenset[str], stored: Callable[[str], int], others: int) -> None:
         self.probe, self.stored, self.others = probe, stored, others
-        self._own: dict[str, tuple[float, float]] = {}  # probe word -> (if shared, if not)
-        self._theirs: dict[str, float] = {}  # another word -> its weight
+        self._shared: dict[str, float] = {}  # a probe word's weight when the other has it
+        self._alone: dict[str, float] = {}  # … when it does not
+        self._theirs: dict[str, float] = {}  # another word's weight
 
     def jaccard(self, a: frozenset[str], b: frozenset[str]) -> float:
         """`a` is the probe."""
-        own, theirs, others = self._own, self._theirs, self.others
-        if not own:
+        others, theirs = self.others, self._theirs
+        if not self._shared:
             for w in self.probe:
                 held = self.stored(w)
-                own[w] = (weight(others, held - 1), weight(others, held))
-        common = apart = 0.0
-        for w in a:
-            if w in b:
-                common += own[w][0]
-            else:
-                apart += own[w][1]
-        for w in b:
-            if w not in a:
-                if w not in theirs:
-                    theirs[w] = weight(others, self.stored(w) - 1)
-                apart += theirs[w]
+                self._shared[w], self._alone[w] = weight(others, held - 1), weight(others, held)
+        common = sum(map(self._shared.__getitem__, a & b))
+        apart = sum(map(self._alone.__getitem__, a - b))
+        for w in b - a:
+            if w not in theirs:
+                theirs[w] = weight(others, self.stored(w) - 1)
+            apart += theirs[w]
         return common / (common + apart) if common + apart else 0.0
 
 
