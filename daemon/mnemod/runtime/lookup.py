@@ -87,8 +87,9 @@ class Lookup:
     def similar(
         self, entry: Entry, entries: dict[str, Entry], config: DedupConfig
     ) -> tuple[Entry, float] | None:
-        """The same-type entry that is one memory with `entry` (domain.dedup.compare) with
-        the best score, and that score; `entry` itself is not indexed.
+        """The same-type entry that is one memory with `entry` (domain.dedup.compare at the
+        default techniques) with the best score, and that score. `entry` need not be
+        indexed; if it is, its own words do not count toward the weights.
 
         Candidates pass the plain Jaccard floor t: they share a word of the rarest-first
         prefix (domain.dedup.prefix_length), and only sizes that can pass are read: a set
@@ -98,7 +99,7 @@ class Lookup:
         of their postings. Word weights count the stored entries other than the candidate."""
         kind = entry.type
         frequency = self._frequency
-        threshold = jaccard_floor(config)
+        threshold = jaccard_floor(config)  # the candidates' bound: plain keyword Jaccard
         ordered = rare_first(entry.keywords, lambda w: frequency.get((kind, w), 0))
         mine = frozenset(ordered)
         size = len(mine)
