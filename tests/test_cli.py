@@ -53,7 +53,9 @@ def test_scripted_session(tmp_path: Path) -> None:
     assert "User prefers Asia/Taipei" in (tmp_path / "data/default/l2/preference.md").read_text()
 
     history = cli.json("history", ts["id"])
-    assert [r["op"] for r in history] == ["add", "merge"]
+    assert [r["op"] for r in history] == ["add", "merge", "archived"]
+    assert history[2]["content"] == "User likes TypeScript"  # the text the merge replaced
+    assert history[2]["reason"] == f"merged into {ts['id']}"
 
 
 def test_export_import_round_trip(tmp_path: Path) -> None:
@@ -95,9 +97,10 @@ def test_dedupe_report_lists_candidates_for_review(tmp_path: Path) -> None:
     cli.run("add", "The office wifi password rotates each quarter now", "--type", "context")
     rows = cli.json("dedupe", "--report", "--threshold", "0.3")
     assert len(rows) == 1
-    assert rows[0]["score"] >= 0.3 and "would_merge" in rows[0]
+    assert rows[0]["jaccard"] >= 0.3 and rows[0]["would_merge"] is False
+    assert rows[0]["refused_by"] in {"floor", "score"}  # both were kept: stored apart on add
     text = cli.run("dedupe", "--report", "--threshold", "0.3").stdout
-    assert "wifi" in text
+    assert "wifi" in text and f"keep  {rows[0]['a']} ~ {rows[0]['b']}" in text
 
 
 def test_the_hook_and_the_client_start_without_the_engine() -> None:

@@ -103,6 +103,7 @@ def test_history_takes_a_key_label_as_get_does(tmp_path: Path) -> None:
         "add",
         "update",
         "remove",
+        "archived",  # and the text it left
     ]
     assert "no history" in one_line(run_cli(data, "history", "nothing-like-it", expect=2))
 
@@ -142,7 +143,7 @@ def test_json_errors_are_json_objects(
 def test_config_show_json_is_typed(tmp_path: Path) -> None:
     tree = json.loads(run_cli(tmp_path, "config", "show", "--json").stdout)
     assert tree["hot"]["max_entries"] == 5000
-    assert tree["dedup"]["threshold"] == 0.55
+    assert tree["dedup"]["threshold"] == 0.45 and tree["dedup"]["floor"] == 0.45
     assert tree["daemon"]["drain_deadline"] == 20 and tree["ttl"]["context"] == 14 * 86400
     assert tree["daemon"]["watch_debounce"] == 0.3
     assert tree["log"]["level"] == "info" and tree["schedule"]["gc"] == "1h"

@@ -4,13 +4,29 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from mnemod.config import DedupConfig
-from mnemod.domain.dedup import merge_groups
+from mnemod.domain.dedup import (
+    OPTIONAL_TECHNIQUES,
+    TECHNIQUES,
+    PairWeights,
+    Side,
+    compare,
+    jaccard_floor,
+    merge_groups,
+)
 from mnemod.domain.keywords import extract_keywords, jaccard
-from mnemod.domain.merge import merge_into
+from mnemod.domain.merge import decide_merge, merge_into
 from mnemod.domain.model import Entry
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
+JACCARD_ONLY = frozenset[str]()  # no weights, no balance, no guards: the plain set rule
+
+
+def plain(threshold: float) -> DedupConfig:
+    return DedupConfig(threshold=threshold, floor=threshold)
 
 
 def entry(entry_id: str, keywords: list[str], minutes: int = 0, **fields: object) -> Entry:
@@ -61,7 +77,7 @@ def test_chain_is_not_merged_into_one_group() -> None:
     assert jaccard(a.keywords, b.keywords) >= 0.55
     assert jaccard(b.keywords, c.keywords) >= 0.55
     assert jaccard(a.keywords, c.keywords) < 0.55
-    groups = merge_groups([a, b, c], 0.55)
+    groups = merge_groups([a, b, c], plain(0.55), JACCARD_ONLY)
     assert [[m.id for m in g] for g in groups] == [["A", "B"]]
 
 
@@ -69,14 +85,17 @@ def test_a_clique_is_merged_whole() -> None:
     a = entry("A", ["x", "y", "z"], 0)
     b = entry("B", ["x", "y", "z"], 1)
     c = entry("C", ["x", "y", "z", "q"], 2)
-    assert [[m.id for m in g] for g in merge_groups([c, b, a], 0.55)] == [["A", "B", "C"]]
+    groups = merge_groups([c, b, a], plain(0.55), JACCARD_ONLY)
+    assert [[m.id for m in g] for g in groups] == [["A", "B", "C"]]
 
 
 def test_merge_rules() -> None:
     old = entry("OLD", ["a", "b"], 0, importance=2, access_count=2, tags=["t1"])
     new = entry("NEW", ["b", "c"], 5, importance=4, access_count=1, tags=["t2"], merged_from=["X"])
     new.content = "newest content"
-    merged = merge_into(old, new, T0 + timedelta(hours=1))
+    decision = decide_merge(old, new)
+    assert decision.keep == "newer"  # the newer says something the older does not
+    merged = merge_into(old, new, T0 + timedelta(hours=1), decision)
     assert merged.id == "OLD"
     assert merged.content == "newest content"
     assert merged.importance == 4
@@ -109,8 +128,10 @@ def test_prefix_filter_finds_exactly_the_brute_force_pairs() -> None:
 
 def test_the_lookup_finds_the_brute_force_best_match_on_add() -> None:
     """`Lookup.similar` reads only the sizes that can still pass at each prefix word; it
-    must find what comparing with every entry finds, after changes too."""
+    must find what comparing with every entry finds, after changes too, word weights
+    included."""
     import random
+    from collections import Counter
 
     from mnemod.runtime.lookup import Lookup
 
@@ -130,13 +151,44 @@ def test_the_lookup_finds_the_brute_force_best_match_on_add() -> None:
         lookup.discard(e)
         e.keywords = [*rng.sample(vocabulary, rng.randint(1, 14)), "common"]
         lookup.add(e)
+    for e in stored.values():
+        e.tokens = rng.randint(5, 12)
     probes = [entry(f"P{i}", rng.sample(vocabulary, rng.randint(1, 14))) for i in range(200)]
+    frequency = Counter(w for e in stored.values() for w in set(e.keywords))
     for threshold in (0.3, 0.55, 0.8, 1.0):
+        config = DedupConfig(threshold=threshold * 0.8, floor=threshold)
         for probe in probes:
-            passing = [jaccard(probe.keywords, e.keywords) for e in stored.values()]
-            best = max((score for score in passing if score >= threshold), default=None)
-            found = lookup.similar(probe, stored, threshold)
+            probe.tokens = rng.randint(5, 12)
+            passing = []
+            for e in stored.values():
+                words = frozenset(e.keywords)
+
+                def holding(word: str, words: frozenset[str] = words) -> int:
+                    return frequency[word] - (word in words)
+
+                verdict = compare(Side.of(probe), Side.of(e), config, PairWeights(holding, 299))
+                if verdict.merges:
+                    passing.append(verdict.score)
+            best = max(passing, default=None)
+            found = lookup.similar(probe, stored, config)
             if best is None:
                 assert found is None
             else:
                 assert found is not None and round(found[1], 9) == round(best, 9)
+
+
+WORDS = st.frozensets(st.sampled_from([f"w{i}" for i in range(12)]), min_size=1)
+SIDES = st.builds(Side, WORDS, st.sampled_from(["a b", "not a b", "a 10 b"]), st.integers(0, 30))
+
+
+@given(SIDES, SIDES, st.floats(0.05, 1.0), st.floats(0.05, 1.0), st.integers(0, 50),
+       st.sets(st.sampled_from(sorted(TECHNIQUES | OPTIONAL_TECHNIQUES))))  # fmt: skip
+def test_every_merge_reaches_the_jaccard_floor(
+    a: Side, b: Side, floor: float, threshold: float, others: int, used: set[str]
+) -> None:
+    """The contract candidate finders rely on: whatever the weights, lengths and guards, a
+    pair that merges has keyword Jaccard ≥ `jaccard_floor`."""
+    config = DedupConfig(threshold=threshold, floor=floor)
+    verdict = compare(a, b, config, PairWeights(lambda w: len(w) % 3, others), used)
+    if verdict.merges:
+        assert jaccard(a.words, b.words) >= jaccard_floor(config) - 1e-9

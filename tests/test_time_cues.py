@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from mnemod.domain.candidates import Candidate
-from mnemod.domain.cues import asks_when, date_spans, tells_when
 from mnemod.domain.ranking import RankingSettings
 from mnemod.domain.resolve import Resolver
+from mnemod.domain.time_cues import asks_when, date_spans, tells_when
 from mnemod.tokens import TokenCounter, token_counter
 
 NOW = datetime(2023, 10, 22, 9, 55, tzinfo=UTC)

@@ -1,4 +1,4 @@
-"""The Python API of docs/design.md §5: `mnemod.open(...)` → a `Store` working on the files directly.
+"""The Python API (docs/design.md §5): `mnemod.open(...)` → a `Store` on the files directly.
 
 ```python
 store = mnemod.open("./.mnemod", namespace="default", config={"ttl": {"context": "3650d"}})
@@ -101,7 +101,8 @@ class Store:
         now: datetime | None = None,
         trace: bool = False,
     ) -> ResolveResult:
-        """Token-budgeted context for `prompt` (docs/design.md §4); records accesses of what it picks."""
+        """Token-budgeted context for `prompt` (docs/design.md §4); records accesses of what it
+        picks."""
         return self.engine.resolve(prompt, budget, session=session, now=now, trace=trace)
 
     def close(self) -> None:

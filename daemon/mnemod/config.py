@@ -38,7 +38,8 @@ class TTLConfig:
 
 @dataclass(frozen=True)
 class DedupConfig:
-    threshold: float = 0.55
+    threshold: float = 0.45  # the score (weighted, balanced Jaccard) at which two are one
+    floor: float = 0.45  # the plain keyword Jaccard every merge reaches (domain.dedup)
 
 
 @dataclass(frozen=True)
@@ -329,6 +330,7 @@ def _validate(config: Config, tree: dict[str, dict[str, tuple[Any, str]]]) -> No
             raise ConfigError(source, f"{section}.{key}", reason)
 
     check("dedup", "threshold", 0.0 < config.dedup.threshold <= 1.0, "must be in (0, 1]")
+    check("dedup", "floor", 0.0 < config.dedup.floor <= 1.0, "must be in (0, 1]")
     check("promotion", "min_accesses", config.promotion.min_accesses >= 1, "must be ≥ 1")
     check(
         "promotion",

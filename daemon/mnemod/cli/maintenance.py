@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 from mnemod.cli.context import Context
 from mnemod.cli.progress import counting, phase
 from mnemod.cli.remote import mutate
-from mnemod.domain.dedup import candidate_pairs
+from mnemod.domain.dedup import judged_pairs
+from mnemod.domain.merge import MergeKind, decide_merge, older_first
 from mnemod.domain.model import Entry
 from mnemod.errors import InvalidInputError
 from mnemod.files.journal import read_jsonl, story
@@ -47,8 +48,8 @@ def register(
         "--threshold",
         type=fraction,
         metavar="0..1",
-        help="lowest similarity listed, above 0 and at most 1 "
-        "(default: dedup.threshold minus 0.15, at least 0.05)",
+        help="lowest keyword Jaccard listed, above 0 and at most 1 "
+        "(default: dedup.floor minus 0.15, at least 0.05)",
     )
     dedupe.set_defaults(handler=cmd_dedupe)
 
@@ -116,9 +117,17 @@ def _by_type(entries: list[Entry]) -> dict[str, int]:
 
 
 def cmd_history(ctx: Context) -> int:
+    """The entry's history records (by id or key label) and, in time order among them,
+    every text of it that left the index (archived: merged, superseded, expired, removed),
+    so none is unreadable."""
     records = _story(ctx, ctx.args.id)
+    related = {ctx.args.id}
+    for r in records:
+        related.update(str(i) for i in [r.get("id"), *r.get("merged", []), r.get("into")] if i)
+    records += archived(ctx.paths.archive, related)
     if not records:
         raise InvalidInputError("id", f"no history for {ctx.args.id!r}")
+    records.sort(key=lambda r: str(r.get("at", "")))
     lines = []
     for r in records:
         extra = " ".join(
@@ -149,33 +158,84 @@ def _story(ctx: Context, id_or_key: str) -> list[dict[str, Any]]:
     return sorted(found.values(), key=lambda r: str(r.get("at", "")))
 
 
+def archived(path: Path, ids: set[str]) -> list[dict[str, Any]]:
+    """Archive records of the entries `ids`, shaped as history records (`op` "archived",
+    with the reason and the text that left)."""
+    found = []
+    for record in read_jsonl(path):
+        entry = record.get("entry")
+        if isinstance(entry, dict) and entry.get("id") in ids:
+            found.append(
+                {
+                    "at": record.get("archived_at"),
+                    "op": "archived",
+                    "id": entry.get("id"),
+                    "by": record.get("by"),
+                    "reason": record.get("reason"),
+                    "content": entry.get("content"),
+                }
+            )
+    return found
+
+
 def cmd_dedupe(ctx: Context) -> int:
+    """Every candidate pair and what would happen to it: its score against the threshold,
+    the step that refuses it (the Jaccard floor, the score, a guard), and for a merge how
+    the two texts would merge (domain.merge.decide_merge)."""
     threshold = ctx.args.threshold
+    floor = ctx.config.dedup.floor
     if threshold is None:
-        threshold = max(0.05, ctx.config.dedup.threshold - 0.15)
+        threshold = max(0.05, floor - 0.15)
     with ctx.engine(write=False) as engine:
         entries = engine.select(layer="l3")
         by_id = {e.id: e for e in entries}
         with phase(f"comparing {len(entries)} entries"):
-            pairs = candidate_pairs(entries, threshold)
-    rows = [
-        {
-            "a": p.a,
-            "b": p.b,
-            "score": round(p.score, 3),
-            "would_merge": p.score >= ctx.config.dedup.threshold,
-            "a_content": by_id[p.a].content,
-            "b_content": by_id[p.b].content,
-        }
-        for p in pairs
-    ]
-    lines = [
-        f"{r['score']:.3f} {'merge' if r['would_merge'] else 'review'}  {r['a']} ~ {r['b']}\n"
-        f"    a: {str(r['a_content'])[:100]}\n    b: {str(r['b_content'])[:100]}"
-        for r in rows
-    ]
-    ctx.emit(rows, "\n".join(lines) or f"no candidates at threshold {threshold:.2f}")
+            judged = judged_pairs(entries, ctx.config.dedup, below=threshold)
+    rows = []
+    for pair, verdict in judged:
+        older, newer = older_first(by_id[pair.a], by_id[pair.b])
+        merge = decide_merge(older, newer) if verdict.merges else None
+        rows.append(
+            {
+                "a": older.id,
+                "b": newer.id,
+                **verdict.as_dict(),
+                "would_merge": merge is not None and merge.kind is not MergeKind.KEEP_APART,
+                "merge": merge.as_dict() if merge is not None else None,
+                "a_content": older.content,
+                "b_content": newer.content,
+            }
+        )
+    ctx.emit(rows, "\n".join(_dedupe_line(r) for r in rows) or f"no candidates at {threshold:.2f}")
     return 0
+
+
+_GUARD_SAYS = {
+    "negation": "one negates, the other not",
+    "numbers": "numbers differ",
+    "days": "days differ",
+    "names": "names differ",
+}
+
+
+def _dedupe_line(row: dict[str, Any]) -> str:
+    refused = row["refused_by"]
+    if refused == "floor":
+        why = f"jaccard {row['jaccard']:.3f} < floor {row['floor']:.2f}"
+    elif refused == "score":
+        why = f"score {row['score']:.3f} < threshold {row['threshold']:.2f}"
+    elif refused is not None:
+        guard = _GUARD_SAYS.get(refused, refused)
+        why = f"score {row['score']:.3f} ≥ {row['threshold']:.2f}, refused: {guard}"
+    else:
+        merge = row["merge"]
+        conflicts = f" ({', '.join(merge['conflicts'])})" if merge["conflicts"] else ""
+        why = f"score {row['score']:.3f} ≥ {row['threshold']:.2f}: {merge['kind']}{conflicts}"
+    verdict = "merge" if row["would_merge"] else "keep"
+    return (
+        f"{verdict:<5} {row['a']} ~ {row['b']}  jaccard {row['jaccard']:.3f}; {why}\n"
+        f"    a: {str(row['a_content'])[:100]}\n    b: {str(row['b_content'])[:100]}"
+    )
 
 
 def cmd_export(ctx: Context) -> int:

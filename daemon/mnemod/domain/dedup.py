@@ -1,26 +1,188 @@
-"""Finding near-duplicates without chaining.
+"""Finding near-duplicates without chaining, and saying why two texts are (not) one memory.
 
-A group is merged only if every pair in it passes the threshold: A~B and B~C with A≁C is two
-memories, not one (servers that merged transitively built "mega-memories"). Candidates come
-from an inverted index over each entry's rarest keywords (a prefix filter), so the cost
-follows real overlaps, not n², and a word shared by every entry costs nothing.
+Two entries of the same type are one memory when (DESIGN §1, "Dedup"):
+1. their keyword sets have Jaccard ≥ the floor (`jaccard_floor`): a plain set bound, so
+   that candidates can be found with a prefix filter over the rarest words;
+2. their score reaches the threshold: the keyword Jaccard with rare words weighing more
+   (IDF over the rest of the store), times the balance of their lengths (a text that says
+   much more than the other is another memory, not the same one in other words);
+3. no guard refuses: one text negates and the other does not.
+Each step only refuses more than the one before, so every merge passes the floor.
+
+A group is merged only if every pair in it passes: A~B and B~C with A≁C is two memories,
+not one (servers that merged transitively built "mega-memories"). Candidates come from an
+inverted index over each entry's rarest keywords (a prefix filter), so the cost follows real
+overlaps, not n², and a word shared by every entry costs nothing.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
+from typing import Any, NamedTuple, Protocol
 
+from mnemod.config import DedupConfig
+from mnemod.domain import text_cues as cues
 from mnemod.domain.model import Entry
+
+# What decides a merge by default; the others are measured (bench/dedup.py) and left out
+# because they refused more true duplicates than false ones.
+TECHNIQUES = frozenset({"idf", "balance", "negation"})
+OPTIONAL_TECHNIQUES = frozenset({"containment", "numbers", "days", "names"})
+GUARDS = ("negation", "numbers", "days", "names")
 
 
 @dataclass(frozen=True)
 class Candidate:
     a: str
     b: str
+    score: float  # keyword Jaccard
+
+
+def jaccard_floor(config: DedupConfig) -> float:
+    """The plain keyword-set Jaccard every merge reaches. Candidate pairs are found with a
+    prefix filter at this bound; the score and the guards only ever refuse more."""
+    return config.floor
+
+
+class Side(NamedTuple):
+    """One text as dedup sees it: its keyword set, its text and its length in tokens (a
+    tuple: one is made per candidate on every add)."""
+
+    words: frozenset[str]
+    text: str
+    length: int
+
+    @classmethod
+    def of(cls, entry: Entry) -> Side:
+        return cls(frozenset(entry.keywords), entry.content, entry.tokens)
+
+
+class Similarity(NamedTuple):
+    """Whether two texts are one memory, and why: `refused_by` is None for a merge, else
+    "floor", "score" or the name of the guard that refused."""
+
+    jaccard: float
     score: float
+    floor: float
+    threshold: float
+    refused_by: str | None
+
+    @property
+    def merges(self) -> bool:
+        return self.refused_by is None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "jaccard": round(self.jaccard, 3),
+            "score": round(self.score, 3),
+            "floor": self.floor,
+            "threshold": self.threshold,
+            "merges": self.merges,
+            "refused_by": self.refused_by,
+        }
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def weight(others: int, holding: int) -> float:
+    """A word's weight: rarer in the rest of the store weighs more (smoothed IDF). With no
+    other entry every word weighs 1 and the weighted Jaccard is the plain one. Cached: the
+    same few counts recur on every add."""
+    return math.log((1 + others) / (1 + max(0, holding))) + 1.0
+
+
+class Weights(Protocol):
+    def jaccard(self, a: frozenset[str], b: frozenset[str]) -> float:
+        """The weighted Jaccard of two keyword sets."""
+        ...
+
+
+class PairWeights:
+    """Word weights from document frequencies: `holding(word)` is how many entries other
+    than the two compared hold the word, out of `others` entries."""
+
+    def __init__(self, holding: Callable[[str], int], others: int) -> None:
+        self.holding, self.others = holding, others
+
+    def jaccard(self, a: frozenset[str], b: frozenset[str]) -> float:
+        common = sum(weight(self.others, self.holding(w)) for w in a & b)
+        apart = sum(weight(self.others, self.holding(w)) for w in a ^ b)
+        return common / (common + apart) if common + apart else 0.0
+
+
+class ProbeWeights:
+    """The same weights for one new text against many stored ones (dedup on add), its own
+    words weighed once, on the first comparison: `stored(word)` counts the stored entries
+    holding the word, `others` is their number less the one compared; the probe is not
+    among them."""
+
+    def __init__(self, probe: frozenset[str], stored: Callable[[str], int], others: int) -> None:
+        self.probe, self.stored, self.others = probe, stored, others
+        self._shared: dict[str, float] = {}  # a probe word's weight when the other has it
+        self._alone: dict[str, float] = {}  # … when it does not
+        self._theirs: dict[str, float] = {}  # another word's weight
+
+    def jaccard(self, a: frozenset[str], b: frozenset[str]) -> float:
+        """`a` is the probe."""
+        others, theirs = self.others, self._theirs
+        if not self._shared:
+            for w in self.probe:
+                held = self.stored(w)
+                self._shared[w], self._alone[w] = weight(others, held - 1), weight(others, held)
+        common = sum(map(self._shared.__getitem__, a & b))
+        apart = sum(map(self._alone.__getitem__, a - b))
+        for w in b - a:
+            if w not in theirs:
+                theirs[w] = weight(others, self.stored(w) - 1)
+            apart += theirs[w]
+        return common / (common + apart) if common + apart else 0.0
+
+
+def compare(
+    a: Side,
+    b: Side,
+    config: DedupConfig,
+    weights: Weights | None = None,
+    techniques: Collection[str] = TECHNIQUES,
+) -> Similarity:
+    """Whether `a` and `b` are one memory; `weights` weigh each word by its rarity (None:
+    every word alike)."""
+    floor, threshold = jaccard_floor(config), config.threshold
+    shared = a.words & b.words
+    union = len(a.words) + len(b.words) - len(shared)
+    plain = len(shared) / union if union else 0.0
+
+    def verdict(score: float, refused_by: str | None) -> Similarity:
+        return Similarity(plain, score, floor, threshold, refused_by)
+
+    if plain < floor - 1e-9 or not union:
+        return verdict(plain, "floor")
+    score = plain
+    if "idf" in techniques and weights is not None:
+        score = weights.jaccard(a.words, b.words)
+    if "balance" in techniques:
+        longer = max(a.length, b.length)
+        score *= min(a.length, b.length) / longer if longer > 0 else 1.0
+    contained = "containment" in techniques and (a.words <= b.words or b.words <= a.words)
+    if score < threshold - 1e-9 and not contained:
+        return verdict(score, "score")
+    for guard in GUARDS:
+        if guard in techniques and _differ(guard, a.text, b.text):
+            return verdict(score, guard)
+    return verdict(score, None)
+
+
+def _differ(guard: str, a: str, b: str) -> bool:
+    if guard == "negation":
+        return cues.negated(a) != cues.negated(b)
+    if guard == "numbers":
+        return cues.numbers(a) != cues.numbers(b)
+    if guard == "days":
+        return cues.days(a) != cues.days(b)
+    return bool(cues.names(a) ^ cues.names(b))
 
 
 def prefix_length(size: int, threshold: float) -> int:
@@ -71,13 +233,45 @@ def candidate_pairs(entries: Iterable[Entry], threshold: float) -> list[Candidat
     return found
 
 
-def merge_groups(entries: list[Entry], threshold: float) -> list[list[Entry]]:
-    """Groups (oldest first) in which every pair passes the threshold; no chaining."""
+def judged_pairs(
+    entries: Iterable[Entry],
+    config: DedupConfig,
+    below: float | None = None,
+    techniques: Collection[str] = TECHNIQUES,
+) -> list[tuple[Candidate, Similarity]]:
+    """Every pair of the same type with keyword Jaccard ≥ `below` (default: the floor) and
+    the verdict on it, with document frequencies over `entries`; best Jaccard first."""
+    listed = list(entries)
+    frequency: Counter[tuple[str, str]] = Counter(
+        (e.type, w) for e in listed for w in set(e.keywords)
+    )
+    per_type = Counter(e.type for e in listed)
+    by_id = {e.id: e for e in listed}
+    start = jaccard_floor(config) if below is None else min(below, jaccard_floor(config))
+    judged: list[tuple[Candidate, Similarity]] = []
+    for pair in candidate_pairs(listed, start):
+        a, b = Side.of(by_id[pair.a]), Side.of(by_id[pair.b])
+        kind = by_id[pair.a].type
+
+        def holding(word: str, a: Side = a, b: Side = b, kind: str = kind) -> int:
+            return frequency[(kind, word)] - (word in a.words) - (word in b.words)
+
+        verdict = compare(a, b, config, PairWeights(holding, per_type[kind] - 2), techniques)
+        judged.append((pair, verdict))
+    return judged
+
+
+def merge_groups(
+    entries: list[Entry], config: DedupConfig, techniques: Collection[str] = TECHNIQUES
+) -> list[list[Entry]]:
+    """Groups (oldest first) in which every pair is one memory; no chaining."""
     by_id = {e.id: e for e in entries}
     similar: dict[str, dict[str, float]] = defaultdict(dict)
-    for pair in candidate_pairs(entries, threshold):
-        similar[pair.a][pair.b] = pair.score
-        similar[pair.b][pair.a] = pair.score
+    for pair, verdict in judged_pairs(entries, config, techniques=techniques):
+        if not verdict.merges:
+            continue
+        similar[pair.a][pair.b] = verdict.score
+        similar[pair.b][pair.a] = verdict.score
     grouped: set[str] = set()
     groups: list[list[Entry]] = []
     for entry in sorted(entries, key=lambda e: (e.created_at, e.id)):

@@ -6,12 +6,14 @@ dedup-merge (non-chaining groups), mark promotable, and promote when the policy 
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from mnemod.config import Config
 from mnemod.domain.dedup import merge_groups
+from mnemod.domain.merge import MergeKind, decide_merge, merge_into
 from mnemod.domain.model import Entry
 from mnemod.domain.retention import is_expired
 
@@ -73,10 +75,12 @@ def plan_gc(
     if expire_only:
         return plan
     folded: set[str] = set()
-    for group in merge_groups(live, config.dedup.threshold):
+    for group in merge_groups(live, config.dedup):
         survivor, *others = group
-        plan.merges.append((survivor.id, [o.id for o in others]))
-        folded.update(o.id for o in others)
+        taken = _mergeable(survivor, others, now)
+        if taken:
+            plan.merges.append((survivor.id, [o.id for o in taken]))
+            folded.update(o.id for o in taken)
     by_id = {e.id: e for e in live}
     merged_counts: dict[str, int] = {e.id: e.access_count for e in live}
     for survivor_id, others_ids in plan.merges:
@@ -90,3 +94,17 @@ def plan_gc(
         if promotable and config.promotion.policy == "auto":
             plan.promote.append(entry.id)
     return plan
+
+
+def _mergeable(survivor: Entry, others: list[Entry], now: datetime) -> list[Entry]:
+    """The members that merge into `survivor`, in order, as the engine will fold them (each
+    decided against the survivor as the previous folds leave it); those that contradict it
+    and say more besides stay apart (domain.merge.decide_merge)."""
+    state = copy.copy(survivor)
+    taken = []
+    for other in others:
+        decision = decide_merge(state, other)
+        if decision.kind is not MergeKind.KEEP_APART:
+            merge_into(state, other, now, decision)
+            taken.append(other)
+    return taken

@@ -5,7 +5,7 @@ score     = relevance × importance factor × (1 + frecency boost) × time cues
 
 Measured on LoCoMo (bench/recall.py; recall at 200/500/1000/2000 tokens): plain BM25
 .49/.60/.68/.74; + suffix folding .52/.64/.72/.78; + neighbours (±2 turns within 15 min)
-.62/.78/.85/.91; + time cues (domain/cues.py: a "when" question favours memories that
+.62/.78/.85/.91; + time cues (domain/time_cues.py: a "when" question favours memories that
 say when, × 1.3; a named period favours the memories from it, × 1.5) .63/.78/.85/.91,
 temporal questions at 200 tokens .79 → .84, no category lower at any budget. Packing by
 score per token instead of score order lost .22 at 200 tokens: BM25 already normalises
@@ -79,7 +79,7 @@ class RankingSettings:
     pool_per_token: float = 0.025  # … or this many per token of budget, whichever is more
     fold_suffixes: bool = True
     query_stopwords: bool = True
-    # time cues (domain/cues.py): factors on memories that answer when, or are from when
+    # time cues (domain/time_cues.py): factors on memories that answer when, or are from when
     when_weight: float = 0.3  # a "when" question and a memory that says when: × (1 + this)
     date_weight: float = 0.5  # a memory from a period the prompt names: × (1 + this)
     date_slack_days: float = 7.0  # … or this soon after it (events are told after they happen)

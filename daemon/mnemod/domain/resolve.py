@@ -49,7 +49,6 @@ from mnemod.domain.bm25 import Bm25Index, Bm25Params, TopK
 from mnemod.domain.candidates import (
     Candidate,
 )
-from mnemod.domain.cues import asks_when, date_spans, tells_when
 from mnemod.domain.framing import FrameCosts, Tally, render, total_tokens
 from mnemod.domain.ranking import (
     RankingSettings,
@@ -59,6 +58,7 @@ from mnemod.domain.ranking import (
     query_terms,
     with_neighbours,
 )
+from mnemod.domain.time_cues import asks_when, date_spans, tells_when
 from mnemod.tokens import TokenCounter
 
 _LAYER_RANK = {"l1": 0, "l2": 1, "l3": 2}
@@ -287,7 +287,7 @@ class Resolver:
     def _time_cue(
         self, prompt: str, now: datetime
     ) -> tuple[Callable[[Candidate], float] | None, float]:
-        """A cold candidate's factor from the prompt's time cues (domain/cues.py): × (1 +
+        """A cold candidate's factor from the prompt's time cues (domain/time_cues.py): × (1 +
         `when_weight`) for a memory that says when, if the prompt asks when; × (1 +
         `date_weight`) for one created in a period the prompt names (or within
         `date_slack_days` after it). None when the prompt has neither cue; with it, the

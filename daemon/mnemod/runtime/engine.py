@@ -22,7 +22,7 @@ from mnemod.config import Config
 from mnemod.domain import retention
 from mnemod.domain.gc import GcReport
 from mnemod.domain.keywords import extract_keywords, normalize_keywords
-from mnemod.domain.merge import merge_into
+from mnemod.domain.merge import MergeKind, decide_merge, merge_into
 from mnemod.domain.model import Entry
 from mnemod.domain.resolve import ResolveResult
 from mnemod.domain.validation import NewEntry, check_new_entry, check_update
@@ -191,8 +191,8 @@ class Engine:
         return {kind: n for kind, n in sorted(self._by_type.items()) if n}
 
     def similar(self, entry: Entry) -> tuple[Entry, float] | None:
-        """The best same-type L3 entry whose keyword Jaccard passes the dedup threshold."""
-        return self.lookup.similar(entry, self.entries, self.config.dedup.threshold)
+        """The same-type L3 entry that is one memory with `entry`, best score first."""
+        return self.lookup.similar(entry, self.entries, self.config.dedup)
 
     # ---- writes ------------------------------------------------------------------------
     def add(self, new: NewEntry, now: datetime | None = None, by: str | None = None) -> Entry:
@@ -232,11 +232,9 @@ class Engine:
         )
         entry.expires_at = retention.expires_at(self.config.ttl, entry)
         match = self.similar(entry)
-        if match is not None:
-            survivor, score = match
-            self.fold(survivor, entry, now, actor, score=round(score, 3))
+        if match is not None and self.fold(match[0], entry, now, actor, score=round(match[1], 3)):
             self.last_outcome = "merged"
-            return survivor
+            return match[0]
         self.insert(entry)
         self.last_outcome = "added"
         self.journal.record(now, "add", entry.id, actor, type=entry.type, key=entry.key)
@@ -450,19 +448,31 @@ class Engine:
             self.touched(entry.id, "promote")
         self.saving.changed()
 
-    def fold(self, survivor: Entry, folded: Entry, now: datetime, by: str, **detail: Any) -> None:
+    def fold(self, survivor: Entry, folded: Entry, now: datetime, by: str, **detail: Any) -> bool:
+        """Merge `folded` (the newer) into `survivor` as domain.merge.decide_merge says, the
+        text that leaves archived first; False (nothing changed) when they stay apart."""
+        decision = decide_merge(survivor, folded)
+        if decision.kind is MergeKind.KEEP_APART:
+            return False
+        texts = {"older": copy.copy(survivor), "newer": folded}
+        for role, reason in decision.archive:
+            self.journal.archive(now, texts[role], reason, by)
         self.lookup.discard(survivor)
         if folded.id in self.entries:
             self.drop(folded)
-        merge_into(survivor, folded, now)
+        merge_into(survivor, folded, now, decision)
         survivor.expires_at = retention.expires_at(self.config.ttl, survivor)
         for old_id in [folded.id, *folded.merged_from]:
             self.lookup.alias(old_id, survivor.id)
         self.lookup.add(survivor)
-        self.journal.record(now, "merge", survivor.id, by, merged=[folded.id], **detail)
+        self.journal.record(
+            now, "merge", survivor.id, by, merged=[folded.id], kind=decision.kind.value,
+            **detail,
+        )  # fmt: skip
         self.touched(survivor.id, "update")
         self.touched(folded.id, "remove")
         self.saving.changed()
+        return True
 
     def insert(self, entry: Entry) -> None:
         self.entries[entry.id] = entry

@@ -10,9 +10,17 @@ at 10,000 entries sets took 24 MB, more than the entries' own text."""
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 
-from mnemod.domain.dedup import prefix_length, rare_first
+from mnemod.config import DedupConfig
+from mnemod.domain.dedup import (
+    ProbeWeights,
+    Side,
+    compare,
+    jaccard_floor,
+    prefix_length,
+    rare_first,
+)
 from mnemod.domain.model import Entry
 
 MAX_ALIAS_HOPS = 100
@@ -27,11 +35,13 @@ class Lookup:
         self._frequency: dict[tuple[str, str], int] = defaultdict(int)
         self._sets: dict[str, tuple[str, ...]] = {}  # distinct words, as indexed
         self._kinds: dict[str, str] = {}
+        self._per_kind: Counter[str] = Counter()  # entries indexed, by type
 
     def add(self, entry: Entry) -> None:
         self._unindex(entry.id)  # added again: replaces what was indexed
         words = self._sets[entry.id] = tuple(dict.fromkeys(entry.keywords))
         self._kinds[entry.id] = entry.type
+        self._per_kind[entry.type] += 1
         for word in words:
             self._postings[(entry.type, word)].setdefault(len(words), {})[entry.id] = None
             self._frequency[(entry.type, word)] += 1
@@ -49,7 +59,10 @@ class Lookup:
         """Forget an entry's words as they were indexed (its keywords or type may have
         changed since)."""
         words = self._sets.pop(entry_id, ())
-        kind = self._kinds.pop(entry_id, "")
+        kind = self._kinds.pop(entry_id, None)
+        if kind is None:
+            return
+        self._per_kind[kind] -= 1
         for word in words:
             by_size = self._postings[(kind, word)]
             by_size[len(words)].pop(entry_id, None)
@@ -72,17 +85,21 @@ class Lookup:
         return entry_id
 
     def similar(
-        self, entry: Entry, entries: dict[str, Entry], threshold: float
+        self, entry: Entry, entries: dict[str, Entry], config: DedupConfig
     ) -> tuple[Entry, float] | None:
-        """The best same-type entry whose keyword Jaccard passes `threshold`.
+        """The same-type entry that is one memory with `entry` (domain.dedup.compare at the
+        default techniques) with the best score, and that score. `entry` need not be
+        indexed; if it is, its own words do not count toward the weights.
 
-        Candidates share a word of the rarest-first prefix (domain.dedup.prefix_length),
-        and only sizes that can pass are read: a set of size m first met at the f-th of
-        our n words shares at most n - f + 1 of them, and J ≥ t needs at least
-        t(n + m)/(1 + t) shared, so m ≤ (n - f + 1)(1 + t)/t - n. The later prefix words
-        are the common ones; at 100k entries this reads a fraction of their postings."""
+        Candidates pass the plain Jaccard floor t: they share a word of the rarest-first
+        prefix (domain.dedup.prefix_length), and only sizes that can pass are read: a set
+        of size m first met at the f-th of our n words shares at most n - f + 1 of them,
+        and J ≥ t needs at least t(n + m)/(1 + t) shared, so m ≤ (n - f + 1)(1 + t)/t - n.
+        The later prefix words are the common ones; at 100k entries this reads a fraction
+        of their postings. Word weights count the stored entries other than the candidate."""
         kind = entry.type
         frequency = self._frequency
+        threshold = jaccard_floor(config)  # the candidates' bound: plain keyword Jaccard
         ordered = rare_first(entry.keywords, lambda w: frequency.get((kind, w), 0))
         mine = frozenset(ordered)
         size = len(mine)
@@ -95,11 +112,31 @@ class Lookup:
                     candidates.update(ids)
         candidates.discard(entry.id)
         sets = self._sets
-        best_id, best_score = "", threshold
+        indexed = entry.id in self._kinds  # then its words are weighed as if it were not
+
+        def stored(word: str) -> int:
+            return frequency.get((kind, word), 0) - (indexed and word in mine)
+
+        weights = ProbeWeights(mine, stored, max(0, self._per_kind[kind] - 1 - indexed))
+        # the score is at most the balance of lengths: a candidate far longer or shorter
+        # than `entry` is not compared
+        length, bound = entry.tokens, config.threshold - 1e-9
+        probe = Side(mine, entry.content, length)
+        best_id, best_score = "", -1.0
         for other_id in candidates:
-            theirs = sets[other_id]
-            shared = len(mine.intersection(theirs))
-            score = shared / (size + len(theirs) - shared)
-            if score > best_score or (score == best_score and (not best_id or other_id < best_id)):
+            listed = sets[other_id]
+            shared = len(mine.intersection(listed))
+            if shared / (size + len(listed) - shared) < threshold - 1e-9:
+                continue
+            other = entries[other_id]
+            longer = max(length, other.tokens)
+            if longer and min(length, other.tokens) < bound * longer:
+                continue
+            side = Side(frozenset(listed), other.content, other.tokens)
+            verdict = compare(probe, side, config, weights)
+            score = verdict.score
+            if verdict.merges and (
+                score > best_score or (score == best_score and other_id < best_id)
+            ):
                 best_id, best_score = other_id, score
         return (entries[best_id], best_score) if best_id else None

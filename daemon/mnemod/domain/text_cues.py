@@ -1,0 +1,89 @@
+"""What a text says that a keyword set hides: its numbers, its days and months, whether it
+negates, and its names.
+
+Dedup reads them as guards (two texts that disagree here are not one memory) and a merge
+reads them as contradictions ("Tuesdays" then "Thursdays": the older is superseded, not
+silently replaced). Stopwords drop "not" and "never" from the keywords, so negation can only
+be seen in the text itself. English cues only: other languages fall back to the keywords.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import unicodedata
+
+_WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*", re.UNICODE)
+_NUMBER = re.compile(r"\d+(?:[.,:/]\d+)*")
+
+NEGATIONS = frozenset(
+    [
+        "not", "no", "never", "none", "nobody", "nothing", "nowhere", "neither", "nor",
+        "without", "cannot", "dislike", "dislikes", "disliked", "hate", "hates", "hated",
+    ]
+)
+DAYS = frozenset(
+    [
+        "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "mondays",
+        "tuesdays", "wednesdays", "thursdays", "fridays", "saturdays", "sundays", "january",
+        "february", "march", "april", "may", "june", "july", "august", "september", "october",
+        "november", "december", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept",
+        "oct", "nov", "dec", "today", "tomorrow", "yesterday", "weekday", "weekdays", "weekend",
+        "weekends",
+    ]
+)
+_DAY_STEM = {name: name[:-1] for name in DAYS if name.endswith("s") and name[:-1] in DAYS}
+_NEGATION = re.compile(
+    r"\b(?:" + "|".join(sorted(NEGATIONS)) + r")\b(?!['’])|n['’]t\b",
+    re.IGNORECASE,
+)
+
+
+def words(text: str) -> list[str]:
+    """The text's words, casefolded, with every word kept (stopwords too)."""
+    return _WORD.findall(unicodedata.normalize("NFC", text).casefold().replace("’", "'"))
+
+
+def word_count(text: str) -> int:
+    return len(_WORD.findall(text))
+
+
+def numbers(text: str) -> frozenset[str]:
+    """Numbers as written, thousands separators dropped ("10,000" is "10000")."""
+    return frozenset(n.replace(",", "") for n in _NUMBER.findall(text))
+
+
+def days(text: str) -> frozenset[str]:
+    """Weekday and month names (and today/tomorrow…), plural weekdays folded ("Tuesdays" is
+    "tuesday"). "may" counts only capitalised: the verb is far commoner than the month."""
+    found = DAYS.intersection(_WORD.findall(text.casefold()))
+    if "may" in found and "May" not in _WORD.findall(text):
+        found -= {"may"}
+    return frozenset(_DAY_STEM.get(name, name) for name in found)
+
+
+@functools.lru_cache(maxsize=4096)
+def negated(text: str) -> bool:
+    """Whether the text says no: a negation word, a verb of refusal, or a "n't". Cached: on
+    add, the new text meets each candidate, and a stored text meets many new ones."""
+    return _NEGATION.search(text) is not None
+
+
+def names(text: str) -> frozenset[str]:
+    """Capitalised words not opening a sentence, casefolded: the names a text mentions."""
+    found: set[str] = set()
+    opening = True
+    for match in _WORD.finditer(text):
+        word = match.group()
+        if word[0].isupper() and not opening:
+            found.add(word.casefold())
+        end = match.end()
+        rest = text[end : end + 2].lstrip()
+        opening = rest[:1] in {".", "!", "?"}
+    return frozenset(found)
+
+
+def replaced(older: frozenset[str], newer: frozenset[str]) -> bool:
+    """A value was replaced: each side holds one the other lacks ("10:00" then "11:00").
+    One side only adding a value is more detail, not a contradiction."""
+    return bool(older - newer) and bool(newer - older)
