@@ -125,7 +125,6 @@ def test_a_stop_while_redis_is_down_still_writes_the_last_snapshot(
         add_event(client, distinct_content(rng), id=f"kept-{n}")
     client.xadd(KEYS.rpc, {"op": "resolve", "prompt": "anything", "reply_to": "t:a"})
     wait_until(lambda: unread(client) == 0 and client.llen("t:a") == 1, timeout=10)
-    assert index_entries(data) == []
     external.stop()
     proc.wait_log("redis.unavailable")
     proc.signal(signal.SIGTERM)

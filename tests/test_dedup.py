@@ -112,7 +112,7 @@ def test_the_lookup_finds_the_brute_force_best_match_on_add() -> None:
     must find what comparing with every entry finds, after changes too."""
     import random
 
-    from mnemod.runtime.lookup import Lookup
+    from mnemod.store.lookup import Lookup
 
     rng = random.Random(11)
     vocabulary = [f"w{i}" for i in range(40)]

@@ -1,4 +1,4 @@
-"""The Python API of docs/design.md §5: `mnemod.open(...)` → a `Store` working on the files directly.
+"""The Python API (docs/design.md §5): `mnemod.open(...)` → a `Store` on the files directly.
 
 ```python
 store = mnemod.open("./.mnemod", namespace="default", config={"ttl": {"context": "3650d"}})
@@ -23,8 +23,8 @@ from mnemod.domain.gc import GcReport
 from mnemod.domain.model import Entry
 from mnemod.domain.resolve import ResolveResult
 from mnemod.domain.validation import NewEntry
-from mnemod.runtime.engine import Engine
-from mnemod.runtime.paths import DEFAULT_NAMESPACE, NamespacePaths, check_namespace
+from mnemod.store.engine import Engine
+from mnemod.store.paths import DEFAULT_NAMESPACE, NamespacePaths, check_namespace
 
 
 class Store:
@@ -101,7 +101,8 @@ class Store:
         now: datetime | None = None,
         trace: bool = False,
     ) -> ResolveResult:
-        """Token-budgeted context for `prompt` (docs/design.md §4); records accesses of what it picks."""
+        """Token-budgeted context for `prompt` (docs/design.md §4); records accesses of what it
+        picks."""
         return self.engine.resolve(prompt, budget, session=session, now=now, trace=trace)
 
     def close(self) -> None:

@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from mnemod.clock import Clock, clock_from_env, format_time
 from mnemod.config import Config, load_config
-from mnemod.runtime.paths import NamespacePaths, check_namespace, default_data_dir
+from mnemod.store.paths import NamespacePaths, check_namespace, default_data_dir
 
 if TYPE_CHECKING:  # loaded by the commands that open the files (see mnemod/__init__.py)
     from mnemod.domain.model import Entry
-    from mnemod.runtime.engine import Engine
+    from mnemod.store.engine import Engine
 
 
 @dataclass
@@ -59,7 +59,7 @@ class Context:
     @contextmanager
     def engine(self, write: bool) -> Iterator[Engine]:
         """The namespace's engine: locked for writing, or a read-only view."""
-        from mnemod.runtime.engine import Engine
+        from mnemod.store.engine import Engine
 
         engine = Engine(
             self.paths,

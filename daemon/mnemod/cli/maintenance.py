@@ -17,7 +17,7 @@ from mnemod.files.journal import story
 from mnemod.files.l3_store import FORMAT
 
 if TYPE_CHECKING:
-    from mnemod.runtime.engine import Engine
+    from mnemod.store.engine import Engine
 
 
 def register(

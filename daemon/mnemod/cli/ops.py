@@ -21,7 +21,7 @@ from mnemod.files.l3_store import load_index
 from mnemod.processes import owner_is_gone
 from mnemod.redisio.connection import check_version
 from mnemod.redisio.keys import GROUP, Keys
-from mnemod.runtime.paths import NamespacePaths, list_namespaces
+from mnemod.store.paths import NamespacePaths, list_namespaces
 
 DEAD_LETTER_WARN = 1
 PENDING_WARN = 10_000

@@ -1,4 +1,5 @@
-"""The memory entry and its JSON shape (the field names of docs/design.md §1, used in files and --json)."""
+"""The memory entry and its JSON shape (the field names of docs/design.md §1, used in files
+and --json)."""
 
 from __future__ import annotations
 

@@ -13,10 +13,10 @@ from mnemod.clock import Clock, format_time
 from mnemod.config import redact_url
 from mnemod.redisio.connection import replacing_foreign
 from mnemod.redisio.keys import Keys
-from mnemod.runtime.engine import Engine
 from mnemod.runtime.hot_sync import HotSync
 from mnemod.runtime.scheduler import Scheduler
 from mnemod.runtime.writer import Writer
+from mnemod.store.engine import Engine
 
 
 class StatusWriter:

@@ -1,6 +1,6 @@
 """Where a namespace's files live.
 
-`<data>/<namespace>/{l2/, l3/index.json, l3/archive.jsonl, history.jsonl, .lock}`
+`<data>/<namespace>/{log/, l2/, l3/index.json, l3/archive.jsonl, history.jsonl, .lock}`
 """
 
 from __future__ import annotations
@@ -57,6 +57,10 @@ class NamespacePaths:
     @property
     def history(self) -> Path:
         return self.root / "history.jsonl"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.root / "log"
 
     @property
     def lock(self) -> Path:
