@@ -201,7 +201,7 @@ def test_a_quiet_writer_serializes_the_entries_it_read_at_start(
 
         monkeypatch.setattr(l3_store, "entry_json", counted)
         accessed = engine.access(next(iter(engine.entries))).id
-        assert writer.commit(force=True)
+        assert writer.commit(force=True, checkpoint=True)
         assert serialized == [accessed]  # the first checkpoint found every other text ready
         assert len(on_disk(writer)) == 300
 
@@ -411,7 +411,7 @@ def test_a_job_and_a_snapshot_at_shutdown_see_every_selection(
     for n in range(2):
         ask(redis_client, "Taipei again?", f"t:again:{n}")
         writer.step(100)
-    writer.commit(force=True)  # as at shutdown
+    writer.commit(force=True, checkpoint=True)  # as at shutdown
     assert [e.access_count for e in load_index(writer.engine.paths.index).entries] == [5]
     assert redis_client.hget(KEYS.item(fact), "access_count") == "5"
 

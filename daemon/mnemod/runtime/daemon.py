@@ -239,7 +239,7 @@ class Daemon:
             self.notifier.stopping("draining")
             log.info("daemon.draining", namespace=ns)
             try:
-                writer.commit(force=True)
+                writer.commit(force=True, checkpoint=True)
                 status.write(engine, writer, hot, scheduler, state=self.state.value)
             except REDIS_ERRORS as exc:
                 log.warning("redis.unavailable", error=type(exc).__name__, at="shutdown")

@@ -56,6 +56,7 @@ class StatusWriter:
             "last_snapshot": json.dumps(writer.job_results.get("snapshot", {})),
             "last_event_id": engine.last_event_id or "",
             "l1_problems": json.dumps([str(p) for p in engine.l1_problems]),
+            "waiting": json.dumps(engine.derived_waiting),
         }
         replacing_foreign(
             self.client,

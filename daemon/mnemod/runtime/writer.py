@@ -278,12 +278,13 @@ class Writer:
         self.engine.save()
         self._ack()
 
-    def commit(self, force: bool = False) -> bool:
+    def commit(self, force: bool = False, checkpoint: bool = False) -> bool:
         """What the loop does between batches: commit accesses every `snapshot_interval`
         (and a record a failed append left, once its retry is due), bring derived files up
-        to date, and start a checkpoint when one is due. `force` commits and writes all at
-        once and waits for the checkpoint (a command, shutdown). True when one was started.
-        Then, every `snapshot_interval`, what the bookkeeping gathered is sealed."""
+        to date, and start a checkpoint when one is due. `force` commits at once (after a
+        command); `checkpoint` also writes a checkpoint and waits for it (shutdown). True
+        when a checkpoint was started. Then, every `snapshot_interval`, what the
+        bookkeeping gathered is sealed."""
         engine = self.engine
         self._collect(wait=force)
         if force:
@@ -297,8 +298,12 @@ class Writer:
         if due:
             self.last_commit = time.monotonic()
             self._commit_batch()
-        engine.derive()
-        started = self._start_checkpoint(force)
+        elif self.unacked and not failing:
+            self._ack()  # committed; the acknowledgement went with a dropped connection
+        if self.hot_pending:
+            self.publish({})  # what Redis did not take the last time
+        engine.derive(everything=checkpoint)
+        started = self._start_checkpoint(checkpoint)
         if time.monotonic() - self.books.sealed_at >= self.snapshot_interval:
             self.books.seal()
         return started

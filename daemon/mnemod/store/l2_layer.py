@@ -12,6 +12,7 @@ untouched, its type's writes wait (`broken`, with file and line), and all else g
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import time
 from collections.abc import Iterable, Mapping
@@ -30,6 +31,7 @@ RETRY_SECONDS = 1.0
 RETRY_CAP_SECONDS = 60.0
 # What a person does not edit: an L2 file's copy of them may lag (see ACCESS_WRITE_SECONDS).
 ACCESS_FIELDS = ("access_count", "selected_count", "last_accessed_at")
+_FIELDS = tuple(f.name for f in dataclasses.fields(Entry))
 
 
 @dataclass
@@ -253,9 +255,9 @@ def _diff(
     committed: Mapping[str, Entry] | None = None,
 ) -> Edit:
     """What the person changed from `base` to `parsed`, as changes to `committed` (base
-    when None): entries added or changed take the person's fields (but the committed
-    access fields, which go on counting); entries deleted go. An entry the person did not
-    touch keeps whatever was committed since."""
+    when None), field by field: a field the person changed takes their value, every other
+    keeps what was committed (since, too); a new entry is taken whole, a deleted one goes.
+    The access fields always stay as committed: they go on counting."""
     now = committed if committed is not None else base
     edit = Edit(type_)
     for entry_id, entry in parsed.items():
@@ -263,10 +265,16 @@ def _diff(
         if before is not None and _edited_view(before) == _edited_view(entry):
             continue
         current = now.get(entry_id)
-        taken = copy.copy(entry)
-        if current is not None:
-            for name in ACCESS_FIELDS:
-                setattr(taken, name, getattr(current, name))
+        if current is None:
+            edit.puts.append(copy.copy(entry))
+            continue
+        taken = copy.copy(current)
+        for name in _FIELDS:
+            if name in ACCESS_FIELDS:
+                continue
+            theirs = getattr(entry, name)
+            if before is None or theirs != getattr(before, name):
+                setattr(taken, name, theirs)
         edit.puts.append(taken)
     edit.removed = [i for i in base if i not in parsed and i in now]
     return edit

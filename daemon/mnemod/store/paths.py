@@ -73,5 +73,7 @@ def list_namespaces(data_dir: Path) -> list[str]:
     return sorted(
         p.name
         for p in data_dir.iterdir()
-        if p.is_dir() and NAMESPACE_PATTERN.fullmatch(p.name) and (p / "l3").is_dir()
+        if p.is_dir()
+        and NAMESPACE_PATTERN.fullmatch(p.name)
+        and ((p / "l3").is_dir() or (p / "log").is_dir())
     )
