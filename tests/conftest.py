@@ -60,8 +60,8 @@ def saved_as_held(monkeypatch: pytest.MonkeyPatch) -> None:
     when it took it (the write may run later, on another thread)."""
     prepare = Commits.prepare_checkpoint
 
-    def checked(self: Commits, stats: Any) -> Callable[[], int] | None:
-        write = prepare(self, stats)
+    def checked(self: Commits, stats: Any, force: bool = False) -> Callable[[], int] | None:
+        write = prepare(self, stats, force)
         if write is None:
             return None
         assert self.texts.resynced == 0, "the kept texts drifted from the entries"

@@ -486,3 +486,46 @@ def test_kept_texts_follow_the_entries_order_and_resync_if_they_drift(
     assert engine.texts.of(engine.entries) == expected[1:]
     assert engine.texts.resynced == 1
     engine.texts.resynced = 0  # the autouse check of every save: this drift was on purpose
+
+
+def test_a_namespace_without_a_checkpoint_replays_its_l2_changes(
+    tmp_path: Path, clock: FixedClock
+) -> None:
+    """Before its first checkpoint a namespace is its log: a crash then must not let the
+    L2 files (behind the log) replace what the log says."""
+    store = mnemod.open(tmp_path / "data", clock=clock)
+    entry = store.add("The NAS is called vault", type="insight")
+    store.promote(entry.id)
+    md = tmp_path / "data" / "default" / "l2" / "insight.md"
+    behind = md.read_text()
+    store.update(entry.id, content="The NAS is called attic")
+    store.engine._lock.release()  # type: ignore[union-attr]  # the kernel does this on kill -9
+    md.write_text(behind)  # the crash came before the file followed the update
+    assert not (tmp_path / "data" / "default" / "l3" / "index.json").exists()
+    again = reopen(tmp_path, clock)
+    assert again.get(entry.id).content == "The NAS is called attic"
+    assert "attic" in md.read_text()
+    again.close()
+
+
+def test_an_l2_file_found_current_at_start_stays_ours_after_the_next_crash(
+    tmp_path: Path, clock: FixedClock
+) -> None:
+    """Written just before a crash (its digest in no record), found current at the next
+    start: a crash after the next commit, before the file follows, must not make it look
+    like a person's edit (which would undo that commit)."""
+    store = mnemod.open(tmp_path / "data", clock=clock)
+    first = store.add("The NAS is called vault", type="insight")
+    second = store.add("The router is called hedgehog", type="insight")
+    store.promote(first.id)
+    md = tmp_path / "data" / "default" / "l2" / "insight.md"
+    store.engine._lock.release()  # type: ignore[union-attr]  # kill -9 after the write
+    again = reopen(tmp_path, clock)  # the file is current: ours
+    behind = md.read_text()
+    again.promote(second.id)
+    again.engine._lock.release()  # type: ignore[union-attr]  # kill -9 before the write...
+    md.write_text(behind)  # ...so the file is one promote behind
+    third = reopen(tmp_path, clock)
+    assert {e.id for e in third.list(layer="l2")} == {first.id, second.id}
+    assert second.id in md.read_text()
+    third.close()

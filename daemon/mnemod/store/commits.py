@@ -304,11 +304,16 @@ class Commits:
             or time.monotonic() - self._checkpoint_at >= CHECKPOINT_SECONDS
         )
 
-    def prepare_checkpoint(self, stats: Mapping[str, Any]) -> Callable[[], int] | None:
+    def prepare_checkpoint(
+        self, stats: Mapping[str, Any], force: bool = False
+    ) -> Callable[[], int] | None:
         """The checkpoint of what is committed now, to write here or on another thread; it
-        returns its seq, to hand to `checkpoint_written`. None when nothing is new, or
-        changes are not committed yet (a checkpoint holds only committed state)."""
-        if self.readonly or self.dirty or self.log.last_seq <= self.checkpoint_seq:
+        returns its seq, to hand to `checkpoint_written`. None when nothing is new (unless
+        `force`), or changes are not committed yet (a checkpoint holds only committed
+        state)."""
+        if self.readonly or self.dirty:
+            return None
+        if not force and self.log.last_seq <= self.checkpoint_seq:
             return None
         state = self.state
         seq = self.log.last_seq
@@ -333,17 +338,18 @@ class Commits:
     def checkpoint_written(self, seq: int) -> None:
         """The checkpoint of `seq` is durable: the log before what index.json.bak and the
         journal files still need can go."""
-        if seq <= self.checkpoint_seq:
+        if seq < self.checkpoint_seq:
             return
         self._bak_seq, self.checkpoint_seq = self.checkpoint_seq, seq
         keep_from = min(self._bak_seq, self.journal_files.through) + 1
         removed = self.log.prune_before(keep_from)
         log.info("checkpoint.written", seq=seq, entries=len(self.state.entries), pruned=removed)
 
-    def checkpoint(self, stats: Mapping[str, Any]) -> bool:
-        """Commit, then write a checkpoint at once (close, shutdown)."""
+    def checkpoint(self, stats: Mapping[str, Any], force: bool = False) -> bool:
+        """Commit, then write a checkpoint at once (close, shutdown; `force`: even when
+        the log has nothing new, as after a migration)."""
         self.commit()
-        write = self.prepare_checkpoint(stats)
+        write = self.prepare_checkpoint(stats, force)
         if write is None:
             return False
         self.checkpoint_written(write())

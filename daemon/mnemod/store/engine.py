@@ -81,8 +81,10 @@ class Engine:
             self.l2_entries: dict[str, Entry] = self.state.l2
             self.journal = self.state.journal
             l2 = L2Files(paths.l2_dir)
-            migrated = recovered.snapshot.l2 is None
-            if migrated:  # a store from before the change log: its L2 files are the truth
+            # A store from before the change log (or one a person began with L2 files): its
+            # L2 files are the truth until the first checkpoint holds them.
+            migrated = recovered.snapshot.l2 is None and recovered.changelog.last_seq == 0
+            if migrated:
                 self.l2_entries.update(l2.read_all())
                 for entry_id in [i for i in self.entries if i in self.l2_entries]:
                     del self.entries[entry_id]  # promoted, the index not saved after: L2 wins
@@ -122,8 +124,8 @@ class Engine:
             for edit in edits:
                 self._take_edit(edit, clock.now())
             if not readonly:
-                if migrated and paths.index.exists():
-                    self.commits.checkpoint(self._stats())
+                if migrated and (paths.index.exists() or self.l2_entries):
+                    self.commits.checkpoint(self._stats(), force=True)
                 self.commits.commit()
                 self.commits.derive()
 

@@ -98,6 +98,10 @@ class L2Files:
             if parsed is None:
                 continue  # broken: reported; its writes wait
             if state.digest == self.written.get(type_) or _same(parsed, wanted):
+                # ours: what it holds is what the next records must know as ours, so that
+                # a crash before its next write does not make it look like a person's edit
+                if state.digest is not None:
+                    self.written[type_] = state.digest
                 state.hard = render_l2(type_, list(wanted.values())) != _rendered(type_, parsed)
                 continue
             edit = _diff(type_, wanted, parsed)
