@@ -10,12 +10,15 @@ figures.
 from __future__ import annotations
 
 import json
+import os
 import random
 import shutil
 import signal
+import subprocess
 import threading
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -141,6 +144,17 @@ def check_against(model: Model, data: Path) -> None:
     assert all(archived[i] == 1 for i in model.removed), "one archived copy each"
 
 
+@contextmanager
+def read_only(folder: Path) -> Iterator[None]:
+    """`folder` read-only for a while, open files and all (a bind mount over itself)."""
+    subprocess.run(["mount", "--bind", str(folder), str(folder)], check=True)
+    try:
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(folder)], check=True)
+        yield
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
 def start(daemons: DaemonFactory, data: Path, **kwargs: Any) -> DaemonProc:
     env = {**FAULTY, **kwargs.pop("env", {})}
     return daemons.daemon(data, env=env, **kwargs).start()
@@ -175,7 +189,7 @@ def test_kill_9_at_random_points_of_a_mixed_ingest_loses_nothing(
 def test_a_full_then_read_only_disk_during_ingest_loses_nothing(
     daemons: DaemonFactory, tmp_path: Path
 ) -> None:
-    from test_commit_point import remount, tmpfs
+    from test_commit_point import tmpfs
 
     data = tmp_path / "disk"
     model = Model(random.Random(11))
@@ -189,23 +203,22 @@ def test_a_full_then_read_only_disk_during_ingest_loses_nothing(
             send(client, model.generate(1_500))
             wait_until(lambda: entries_read(client) >= 500, 30)
             filler = data / "filler"
-            filler.write_bytes(b"")
-            with filler.open("r+b") as out:  # the disk fills up under the ingest
-                try:
-                    while True:
-                        out.write(b"x" * 4096)
-                        out.flush()
-                except OSError:
-                    pass
-                proc.wait_log("files.write_failed")
-                assert proc.running()
-                filler.unlink()  # space again
+            fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+            try:  # the disk fills up under the ingest
+                while True:
+                    os.write(fd, b"x" * 512)
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+            proc.wait_log("files.write_failed")
+            assert proc.running()
+            filler.unlink()  # space again
             send(client, model.generate(1_000))
             wait_until(lambda: entries_read(client) >= 2_000, 30)
-            remount(data, "ro")
-            proc.wait_log("files.write_failed", at_least=2)
-            assert proc.running()
-            remount(data, "rw")
+            with read_only(data):  # the namespace's lock file stays open: a bind mount
+                proc.wait_log("files.write_failed", at_least=2)
+                assert proc.running()
             send(client, model.generate(500))
             settled(client, 90)
             proc.signal(signal.SIGTERM)
