@@ -47,7 +47,7 @@ from mnemod.domain.dedup import (  # noqa: E402
 )
 from mnemod.domain.keywords import extract_keywords  # noqa: E402
 from mnemod.domain.model import Entry  # noqa: E402
-from mnemod.runtime.lookup import Lookup  # noqa: E402
+from mnemod.store.lookup import Lookup  # noqa: E402
 from mnemod.tokens import token_counter  # noqa: E402
 from results import write_results  # noqa: E402
 

@@ -23,7 +23,7 @@ from daemon_proc import DaemonFactory, managed
 from mnemod.files.l3_store import load_index
 from mnemod.redisio.connection import connect
 from mnemod.redisio.embedded import INSTALL_HINT, EmbeddedRedis
-from mnemod.runtime.saving import Saving
+from mnemod.store.commits import Commits
 
 
 @pytest.fixture(scope="session")
@@ -56,24 +56,27 @@ def daemons(tmp_path: Path) -> Iterator[DaemonFactory]:
 
 @pytest.fixture(autouse=True)
 def saved_as_held(monkeypatch: pytest.MonkeyPatch) -> None:
-    """After every save, index.json must hold exactly the entries the engine held when it
-    took the snapshot (the write may run later, on another thread)."""
-    prepare = Saving.prepare_save
+    """After every checkpoint, index.json must hold exactly the entries the engine held
+    when it took it (the write may run later, on another thread)."""
+    prepare = Commits.prepare_checkpoint
 
-    def checked(self: Saving, now: Any = None) -> Callable[[], bool] | None:
-        write = prepare(self, now)
+    def checked(self: Commits, stats: Any, force: bool = False) -> Callable[[], int] | None:
+        write = prepare(self, stats, force)
         if write is None:
             return None
         assert self.texts.resynced == 0, "the kept texts drifted from the entries"
-        held = [e.to_dict() for e in self.take().entries]
+        held = [e.to_dict() for e in self.state.entries.values()]
+        held_l2 = sorted((e.to_dict() for e in self.state.l2.values()), key=lambda d: d["id"])
 
-        def write_and_check() -> bool:
-            wrote = write()
-            if wrote:
-                on_disk = [e.to_dict() for e in load_index(self.paths.index).entries]
-                assert on_disk == held, f"{self.paths.index} differs from the entries held"
-            return wrote
+        def write_and_check() -> int:
+            seq = write()
+            snapshot = load_index(self.paths.index)
+            if snapshot.log_seq == seq:
+                assert [e.to_dict() for e in snapshot.entries] == held, self.paths.index
+                got_l2 = sorted((e.to_dict() for e in snapshot.l2 or []), key=lambda d: d["id"])
+                assert got_l2 == held_l2, self.paths.index
+            return seq
 
         return write_and_check
 
-    monkeypatch.setattr(Saving, "prepare_save", checked)
+    monkeypatch.setattr(Commits, "prepare_checkpoint", checked)

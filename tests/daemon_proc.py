@@ -26,6 +26,8 @@ import redis
 from helpers import wait_until
 from mnemod.redisio.connection import connect
 from mnemod.redisio.keys import GROUP, Keys
+from mnemod.store.paths import NamespacePaths
+from mnemod.store.recovery import read_committed
 
 KEYS = Keys("mnemod", "default")
 Client = Any
@@ -253,19 +255,18 @@ def unread(client: Client) -> int:
 
 
 def index_entries(data_dir: Path, namespace: str = "default") -> list[dict[str, Any]]:
-    path = data_dir / namespace / "l3" / "index.json"
-    if not path.exists():
-        return []
-    entries: list[dict[str, Any]] = json.loads(path.read_text())["entries"]
-    return entries
+    """The committed L3 entries (checkpoint + change log), as index.json would hold them."""
+    state = read_committed(NamespacePaths(data_dir, namespace))
+    return [e.to_dict() for e in state.entries.values()]
+
+
+def committed_l2(data_dir: Path, namespace: str = "default") -> list[dict[str, Any]]:
+    state = read_committed(NamespacePaths(data_dir, namespace))
+    return [e.to_dict() for e in state.l2.values()]
 
 
 def index_last_event_id(data_dir: Path, namespace: str = "default") -> str | None:
-    path = data_dir / namespace / "l3" / "index.json"
-    if not path.exists():
-        return None
-    value: str | None = json.loads(path.read_text())["last_event_id"]
-    return value
+    return read_committed(NamespacePaths(data_dir, namespace)).last_event_id
 
 
 def history(data_dir: Path, namespace: str = "default") -> list[dict[str, Any]]:

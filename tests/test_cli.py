@@ -108,7 +108,7 @@ def test_the_hook_and_the_client_start_without_the_engine() -> None:
     the engine, the tokenizer or the daemon's machinery (the store loads on first use)."""
     heavy = [
         "mnemod.api",
-        "mnemod.runtime.engine",
+        "mnemod.store.engine",
         "mnemod.runtime.daemon",
         "mnemod.domain.resolve",
         "tiktoken",

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import shutil
 import signal
 import time
 from pathlib import Path
@@ -304,25 +303,25 @@ def test_idle_daemon_uses_almost_no_cpu(daemons: DaemonFactory) -> None:
     assert used < 0.5
 
 
-def test_a_snapshot_that_cannot_be_written_keeps_the_daemon_serving(
+def test_a_commit_that_cannot_be_written_keeps_the_daemon_serving(
     daemons: DaemonFactory,
 ) -> None:
-    """A full disk or a read-only filesystem made the snapshot's write raise, and the
-    daemon exited (under systemd: restarted into the same error until it gave up). Now it
-    logs `files.write_failed`, goes on answering, tries again less and less often, and
-    acknowledges the events once a snapshot is written."""
+    """A full disk or a read-only filesystem makes the change log's append raise: the daemon
+    logs `files.write_failed`, goes on answering, reads no more events, tries again less
+    and less often, and acknowledges the events once their record is durable."""
     data = daemons.data_dir()
     proc, client = serving_one_fact(daemons, data)
-    index = data / "default" / "l3" / "index.json"
-    index.unlink()
-    (index / "in-the-way").mkdir(parents=True)  # the file cannot be written there
+    log_dir = data / "default" / "log"
+    log_dir.rename(log_dir.with_name("log.aside"))
+    log_dir.write_text("in the way")  # no segment can be written there
     add_event(client, "The user's dog is called Miso", id="dog")
     proc.wait_log("files.write_failed")
     client.xadd(KEYS.rpc, {"op": "resolve", "prompt": "the dog's name?", "reply_to": "t:dog"})
     answer = client.blpop(["t:dog"], timeout=8)
     assert answer is not None and "Miso" in json.loads(answer[1])["text"], proc.tail()
     assert proc.running() and pending(client) == 1
-    shutil.rmtree(index)
+    log_dir.unlink()
+    log_dir.with_name("log.aside").rename(log_dir)
     wait_until(lambda: {e["id"] for e in index_entries(data)} == {"tz", "dog"}, 15)
     wait_until(lambda: pending(client) == 0, 10)
     proc.signal(signal.SIGTERM)

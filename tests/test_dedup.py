@@ -133,7 +133,7 @@ def test_the_lookup_finds_the_brute_force_best_match_on_add() -> None:
     import random
     from collections import Counter
 
-    from mnemod.runtime.lookup import Lookup
+    from mnemod.store.lookup import Lookup
 
     rng = random.Random(11)
     vocabulary = [f"w{i}" for i in range(40)]

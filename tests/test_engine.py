@@ -213,11 +213,12 @@ def test_index_survives_reopen_and_keeps_a_backup(
     store.close()
     index = tmp_path / "data" / "default" / "l3" / "index.json"
     data = json.loads(index.read_text())
-    assert data["format"] == "mnemod.l3/1"
-    assert index.with_name("index.json.bak").exists()
+    assert data["format"] == "mnemod.l3/2"
     again = reopen(tmp_path, clock)
     assert again.get(entry.id).content == "Cat is called Miso"
-    again.close()
+    again.add("Bird is called Kiwi")
+    again.close()  # a second checkpoint: the first becomes the backup
+    assert json.loads(index.with_name("index.json.bak").read_text())["format"] == "mnemod.l3/2"
 
 
 def test_corrupt_index_is_never_overwritten(
@@ -237,12 +238,14 @@ def test_corrupt_index_recovers_from_backup(
     tmp_path: Path, store: mnemod.Store, clock: FixedClock
 ) -> None:
     store.add("Cat is called Miso")
-    store.add("Dog is called Bao")  # the .bak now holds the first entry
     store.close()
+    again = reopen(tmp_path, clock)
+    again.add("Dog is called Bao")
+    again.close()  # the .bak now holds the first entry, the log the second
     index = tmp_path / "data" / "default" / "l3" / "index.json"
     index.write_text("{truncated")
     again = reopen(tmp_path, clock)
-    assert [e.content for e in again.list()] == ["Cat is called Miso"]
+    assert [e.content for e in again.list()] == ["Cat is called Miso", "Dog is called Bao"]
     again.close()
     assert next(iter(index.parent.glob("index.json.corrupt-*"))).read_text() == "{truncated"
 
@@ -312,11 +315,25 @@ def test_a_broken_l2_file_is_never_overwritten(tmp_path: Path, clock: FixedClock
     md.write_text(broken)
     again = mnemod.open(tmp_path / "data", clock=clock)
     second = again.add("Cache is redis 7 on cache1", type="relation")
-    with pytest.raises(mnemod.errors.CorruptFileError, match=r"relation\.md:\d+"):
-        again.promote(second.id)
+    again.promote(second.id)  # committed; the file's write waits for a person
     assert md.read_text() == broken
-    assert again.engine.layer_of(again.get(second.id)) == "l3"  # still safe in L3
+    assert again.engine.layer_of(again.get(second.id)) == "l2"
+    assert again.engine.derived_waiting == {
+        "l2/relation.md": f"relation.md line {_marker_line(md)}: "
+        + again.engine.commits.l2.broken["relation"].reason
+    }
     again.close()
+    assert md.read_text() == broken  # closing does not overwrite it either
+    md.write_text(broken.replace('"importance": "high"', '"importance": 3'))  # fixed
+    third = mnemod.open(tmp_path / "data", clock=clock)
+    assert third.engine.derived_waiting == {}
+    assert "Cache is redis 7 on cache1" in md.read_text()
+    assert "Prod DB is postgres 16" in md.read_text()
+    third.close()
+
+
+def _marker_line(md: Path) -> int:
+    return next(n for n, line in enumerate(md.read_text().splitlines(), 1) if "high" in line)
 
 
 def test_update_recomputes_keywords_tokens_and_ttl(store: mnemod.Store) -> None:
@@ -327,22 +344,25 @@ def test_update_recomputes_keywords_tokens_and_ttl(store: mnemod.Store) -> None:
     assert updated.tokens > entry.tokens or updated.tokens > 0
 
 
-def test_history_past_the_snapshot_is_cut_back_after_a_crash(
+def test_history_lines_follow_the_log_once_each_torn_or_missing(
     tmp_path: Path, clock: FixedClock
 ) -> None:
     store = mnemod.open(tmp_path / "data", clock=clock)
-    store.engine.saving.autosave = False
     kept = store.add("Cat is called Miso")
-    store.engine.save()
-    store.add("Dog is called Bao")
-    store.engine.journal.flush()  # a crash between the journal and the index write
+    later = store.add("Dog is called Bao")
     store.engine._lock.release()  # type: ignore[union-attr]  # the kernel does this on kill -9
     history = tmp_path / "data" / "default" / "history.jsonl"
-    assert len(history.read_text().splitlines()) == 2
+    lines = history.read_text().splitlines(keepends=True)
+    assert len(lines) == 2
+    history.write_text(lines[0] + lines[1][:15])  # the second append torn by a crash
     again = reopen(tmp_path, clock)
-    assert [r["id"] for r in read_jsonl(history)] == [kept.id]
-    assert [e.id for e in again.list()] == [kept.id]
+    assert [r["id"] for r in read_jsonl(history)] == [kept.id, later.id]
+    assert history.read_text().endswith("\n")
     again.close()
+    third = reopen(tmp_path, clock)  # nothing appended twice
+    assert [r["id"] for r in read_jsonl(history)] == [kept.id, later.id]
+    assert [e.id for e in third.list()] == [kept.id, later.id]
+    third.close()
 
 
 def test_resolve_selections_count_for_ttl_but_not_for_ranking(
@@ -383,11 +403,13 @@ def test_index_json_is_one_compact_document(store: mnemod.Store) -> None:
     store.update(changed.id, content="The build server is called stoat now")
     store.access(kept.id)
     store.remove(kept.id)
-    store.engine.save()
+    store.engine.checkpoint()
     raw = store.engine.paths.index.read_text(encoding="utf-8")
     document = json.loads(raw)
     assert raw == json.dumps(document, ensure_ascii=False, separators=(",", ":")) + "\n"
-    assert list(document) == ["format", "last_event_id", "saved_at", "stats", "entries"]
+    assert list(document) == [
+        "format", "log_seq", "last_event_id", "saved_at", "stats", "l2_written", "l2", "entries"
+    ]
     assert [e["content"] for e in document["entries"]] == [
         "The build server is called stoat now",
         "Deploy windows are Tuesday mornings",
@@ -464,3 +486,46 @@ def test_kept_texts_follow_the_entries_order_and_resync_if_they_drift(
     assert engine.texts.of(engine.entries) == expected[1:]
     assert engine.texts.resynced == 1
     engine.texts.resynced = 0  # the autouse check of every save: this drift was on purpose
+
+
+def test_a_namespace_without_a_checkpoint_replays_its_l2_changes(
+    tmp_path: Path, clock: FixedClock
+) -> None:
+    """Before its first checkpoint a namespace is its log: a crash then must not let the
+    L2 files (behind the log) replace what the log says."""
+    store = mnemod.open(tmp_path / "data", clock=clock)
+    entry = store.add("The NAS is called vault", type="insight")
+    store.promote(entry.id)
+    md = tmp_path / "data" / "default" / "l2" / "insight.md"
+    behind = md.read_text()
+    store.update(entry.id, content="The NAS is called attic")
+    store.engine._lock.release()  # type: ignore[union-attr]  # the kernel does this on kill -9
+    md.write_text(behind)  # the crash came before the file followed the update
+    assert not (tmp_path / "data" / "default" / "l3" / "index.json").exists()
+    again = reopen(tmp_path, clock)
+    assert again.get(entry.id).content == "The NAS is called attic"
+    assert "attic" in md.read_text()
+    again.close()
+
+
+def test_an_l2_file_found_current_at_start_stays_ours_after_the_next_crash(
+    tmp_path: Path, clock: FixedClock
+) -> None:
+    """Written just before a crash (its digest in no record), found current at the next
+    start: a crash after the next commit, before the file follows, must not make it look
+    like a person's edit (which would undo that commit)."""
+    store = mnemod.open(tmp_path / "data", clock=clock)
+    first = store.add("The NAS is called vault", type="insight")
+    second = store.add("The router is called hedgehog", type="insight")
+    store.promote(first.id)
+    md = tmp_path / "data" / "default" / "l2" / "insight.md"
+    store.engine._lock.release()  # type: ignore[union-attr]  # kill -9 after the write
+    again = reopen(tmp_path, clock)  # the file is current: ours
+    behind = md.read_text()
+    again.promote(second.id)
+    again.engine._lock.release()  # type: ignore[union-attr]  # kill -9 before the write...
+    md.write_text(behind)  # ...so the file is one promote behind
+    third = reopen(tmp_path, clock)
+    assert {e.id for e in third.list(layer="l2")} == {first.id, second.id}
+    assert second.id in md.read_text()
+    third.close()

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from mnemod.runtime.heap import collector_paused
+from mnemod.store.heap import collector_paused
 
 
 @pytest.fixture

@@ -20,17 +20,19 @@ from mnemod.client import Client
 from mnemod.clock import SystemClock
 from mnemod.config import load_config
 from mnemod.files import l3_store
+from mnemod.files.change_log import ChangeLog
 from mnemod.files.l3_store import IndexWriter, L3Snapshot, load_index
 from mnemod.redisio.keys import GROUP, Keys
 from mnemod.runtime import bookkeeping
-from mnemod.runtime import writer as writer_module
 from mnemod.runtime.commands import Command
-from mnemod.runtime.engine import Engine
 from mnemod.runtime.hot_sync import HotSync
 from mnemod.runtime.metrics import Metrics
-from mnemod.runtime.paths import NamespacePaths
 from mnemod.runtime.rpc_server import RpcServer
 from mnemod.runtime.writer import Writer
+from mnemod.store import commits as commits_module
+from mnemod.store.engine import Engine
+from mnemod.store.paths import NamespacePaths
+from mnemod.store.recovery import read_committed
 
 KEYS = Keys("mnemod", "default")
 
@@ -73,10 +75,11 @@ def pending(client: redis.Redis) -> int:
 
 
 def on_disk(writer: Writer) -> list[str]:
-    return [e.content for e in load_index(writer.engine.paths.index).entries]
+    """The committed entries' texts (checkpoint + change log)."""
+    return [e.content for e in read_committed(writer.engine.paths).entries.values()]
 
 
-def test_requests_are_answered_while_a_snapshot_is_written(
+def test_requests_are_answered_while_a_checkpoint_is_written(
     writer: Writer, redis_server: str, redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     entered, gate = threading.Event(), threading.Event()
@@ -88,74 +91,79 @@ def test_requests_are_answered_while_a_snapshot_is_written(
         real(*args, **kwargs)
 
     monkeypatch.setattr(l3_store, "save_index", held)
+    monkeypatch.setattr(commits_module, "CHECKPOINT_BYTES", 1)
     with Client(redis_server) as agent:
         agent.add("User prefers Asia/Taipei", type="preference")
     take_events(writer)
+    assert pending(redis_client) == 0  # acknowledged: its record is durable
     try:
-        assert writer.commit()
+        assert writer.commit()  # a checkpoint is due: started on the saver thread
         assert entered.wait(5)
-        assert pending(redis_client) == 1  # not acknowledged: not on disk yet
-
         redis_client.xadd(
             KEYS.rpc, {"op": "resolve", "prompt": "what about Taipei?", "reply_to": "t:reply"}
         )
         writer.step(100)
         answer = redis_client.blpop(["t:reply"], timeout=5)
         assert answer is not None and "Asia/Taipei" in answer[1]
-        assert not writer.commit()  # one snapshot at a time
-        assert pending(redis_client) == 1
+        assert not writer.commit()  # one checkpoint at a time
     finally:
         gate.set()
-    writer.commit(force=True)  # collects the first, then writes the accesses at once
-    assert pending(redis_client) == 0
+    writer.commit(force=True)  # collects the first, then commits the accesses at once
     assert on_disk(writer) == ["User prefers Asia/Taipei"]
+    assert load_index(writer.engine.paths.index).log_seq >= 1
 
 
-def test_a_failed_snapshot_leaves_its_events_for_the_next(
+def test_a_failed_commit_leaves_its_events_for_the_next(
     writer: Writer, redis_server: str, redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = l3_store.save_index
+    real = ChangeLog.append
     failures = [OSError(28, "No space left on device")]
 
-    def flaky(*args: Any, **kwargs: Any) -> None:
+    def flaky(self: ChangeLog, records: list[dict[str, Any]]) -> None:
         if failures:
             raise failures.pop()
-        real(*args, **kwargs)
+        real(self, records)
 
-    monkeypatch.setattr(l3_store, "save_index", flaky)
+    monkeypatch.setattr(ChangeLog, "append", flaky)
     with Client(redis_server) as agent:
         agent.add("A fact worth keeping", type="context")
-    take_events(writer)
-    with pytest.raises(OSError, match="No space left"):
-        writer.commit(force=True)
-    assert pending(redis_client) == 1
-    assert writer.engine.saving.dirty and writer.unacked
-    assert writer.failed_snapshots == 1 and 0 < writer.snapshot_retry_in <= 1.0
-    assert not writer.commit()  # not tried again yet (each try writes the whole index)
-    assert writer.commit(force=True)  # a stop does try
-    assert writer.failed_snapshots == 0 and writer.snapshot_retry_in == 0
-    assert pending(redis_client) == 0
-    assert on_disk(writer) == ["A fact worth keeping"]
+        with pytest.raises(OSError, match="No space left"):
+            take_events(writer)
+        assert pending(redis_client) == 1
+        assert writer.engine.unsaved and writer.unacked
+        assert writer.failed_snapshots == 1 and 0 < writer.snapshot_retry_in <= 1.0
+        agent.add("Another fact, sent meanwhile", type="context")
+        writer.step(1)
+        assert pending(redis_client) == 1  # no more events read while the log fails
+        writer.commit(force=True)  # a stop does try at once
+        assert writer.failed_snapshots == 0
+        assert pending(redis_client) == 0
+        take_events(writer)
+    assert on_disk(writer) == ["A fact worth keeping", "Another fact, sent meanwhile"]
 
 
-def test_failed_snapshots_are_tried_again_less_and_less_often(
+def test_failed_commits_are_tried_again_less_and_less_often(
     writer: Writer, redis_server: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def full(*_args: Any, **_kwargs: Any) -> None:
         raise OSError(28, "No space left on device")
 
-    real = l3_store.save_index
-    monkeypatch.setattr(l3_store, "save_index", full)
-    monkeypatch.setattr(writer_module, "SNAPSHOT_RETRY_SECONDS", 10.0)
-    agent_adds_a_fact(writer, redis_server)
+    real = ChangeLog.append
+    monkeypatch.setattr(ChangeLog, "append", full)
+    monkeypatch.setattr(commits_module, "RETRY_SECONDS", 10.0)
     waits = []
+    with Client(redis_server) as agent:
+        agent.add("A fact worth keeping", type="context")
     for _ in range(4):
         with pytest.raises(OSError):
-            writer.commit(force=True)
+            take_events(writer) if not waits else writer.commit(force=True)
         waits.append(round(writer.snapshot_retry_in))
     assert waits == [10, 20, 40, 60]  # doubled, up to the cap
-    monkeypatch.setattr(l3_store, "save_index", real)  # space again
-    assert writer.commit(force=True) and writer.failed_snapshots == 0
+    assert writer.commit() is False  # not yet due: nothing tried
+    monkeypatch.setattr(ChangeLog, "append", real)  # space again
+    writer.commit(force=True)
+    assert writer.failed_snapshots == 0
+    assert on_disk(writer) == ["A fact worth keeping"]
 
 
 def test_an_older_snapshot_never_replaces_a_newer(tmp_path: Path) -> None:
@@ -192,9 +200,9 @@ def test_a_quiet_writer_serializes_the_entries_it_read_at_start(
             return real(entry)
 
         monkeypatch.setattr(l3_store, "entry_json", counted)
-        engine.saving.dirty = True
-        assert writer.commit(force=True)
-        assert serialized == []  # the first snapshot found every text ready
+        accessed = engine.access(next(iter(engine.entries))).id
+        assert writer.commit(force=True, checkpoint=True)
+        assert serialized == [accessed]  # the first checkpoint found every other text ready
         assert len(on_disk(writer)) == 300
 
 
@@ -403,7 +411,7 @@ def test_a_job_and_a_snapshot_at_shutdown_see_every_selection(
     for n in range(2):
         ask(redis_client, "Taipei again?", f"t:again:{n}")
         writer.step(100)
-    writer.commit(force=True)  # as at shutdown
+    writer.commit(force=True, checkpoint=True)  # as at shutdown
     assert [e.access_count for e in load_index(writer.engine.paths.index).entries] == [5]
     assert redis_client.hget(KEYS.item(fact), "access_count") == "5"
 

@@ -23,8 +23,8 @@ from mnemod.domain.gc import GcReport
 from mnemod.domain.model import Entry
 from mnemod.domain.resolve import ResolveResult
 from mnemod.domain.validation import NewEntry
-from mnemod.runtime.engine import Engine
-from mnemod.runtime.paths import DEFAULT_NAMESPACE, NamespacePaths, check_namespace
+from mnemod.store.engine import Engine
+from mnemod.store.paths import DEFAULT_NAMESPACE, NamespacePaths, check_namespace
 
 
 class Store:

@@ -17,11 +17,11 @@ from mnemod.cli.terminal import for_stream
 from mnemod.clock import Clock, clock_from_env, format_time
 from mnemod.config import Config, load_config
 from mnemod.errors import InvalidInputError
-from mnemod.runtime.paths import NamespacePaths, check_namespace, default_data_dir
+from mnemod.store.paths import NamespacePaths, check_namespace, default_data_dir
 
 if TYPE_CHECKING:  # loaded by the commands that open the files (see mnemod/__init__.py)
     from mnemod.domain.model import Entry
-    from mnemod.runtime.engine import Engine
+    from mnemod.store.engine import Engine
 
 
 def data_dir_source(args: argparse.Namespace) -> str:
@@ -85,7 +85,7 @@ class Context:
     @contextmanager
     def engine(self, write: bool) -> Iterator[Engine]:
         """The namespace's engine: locked for writing, or a read-only view."""
-        from mnemod.runtime.engine import Engine
+        from mnemod.store.engine import Engine
 
         with phase("reading the index"):
             engine = Engine(

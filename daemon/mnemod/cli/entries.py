@@ -15,7 +15,7 @@ from mnemod.errors import InvalidInputError, NotFoundError
 from mnemod.ids import new_id
 
 if TYPE_CHECKING:
-    from mnemod.runtime.engine import Engine
+    from mnemod.store.engine import Engine
 
 
 TYPES_HELP = (

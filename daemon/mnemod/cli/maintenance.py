@@ -19,7 +19,7 @@ from mnemod.files.journal import read_jsonl, story
 from mnemod.files.l3_store import FORMAT
 
 if TYPE_CHECKING:
-    from mnemod.runtime.engine import Engine
+    from mnemod.store.engine import Engine
 
 
 def register(

@@ -15,6 +15,7 @@ from mnemod.cli.context import Context
 from mnemod.cli.remote import FRESH, connect_quietly, heartbeat_age, is_running, redis_url
 from mnemod.config import config_as_tree, redact_url
 from mnemod.errors import MnemodError
+from mnemod.files.change_log import ChangeLog
 from mnemod.files.l1_files import L1Registry
 from mnemod.files.l2_markdown import L2Folder
 from mnemod.files.l3_store import load_index
@@ -22,7 +23,7 @@ from mnemod.processes import describe_owner, owner_is_gone
 from mnemod.redisio.connection import check_version, connect
 from mnemod.redisio.embedded import socket_path_for
 from mnemod.redisio.keys import GROUP, Keys
-from mnemod.runtime.paths import NamespacePaths, list_namespaces
+from mnemod.store.paths import NamespacePaths, list_namespaces
 
 DEAD_LETTER_WARN = 1
 PENDING_WARN = 10_000
@@ -120,7 +121,7 @@ def _namespace_status(ctx: Context, namespace: str, client: redis.Redis | None) 
     info["dead_letters"] = client.xlen(keys.dead) if client.exists(keys.dead) else 0
     for field in ("pid", "version", "started_at", "heartbeat", "last_event_id"):
         info[field] = status.get(field)
-    for field in ("counts", "jobs", "l1_problems"):
+    for field in ("counts", "jobs", "l1_problems", "waiting"):
         info[field] = json.loads(status[field]) if status.get(field) else None
     return info
 
@@ -184,6 +185,9 @@ def run_checks(ctx: Context) -> list[Check]:
     keys = Keys(ctx.config.redis.prefix, ctx.namespace)
     status = cast(dict[str, str], client.hgetall(keys.status))
     checks.append(_check_heartbeat(ctx, status))
+    waiting = json.loads(status["waiting"]) if status.get("waiting") else {}
+    detail = "; ".join(f"{name}: {why}" for name, why in sorted(waiting.items()))
+    checks.append(Check("derived", "warn" if waiting else "ok", detail or "up to date"))
     holder = client.get(keys.lease)
     if holder is None:
         checks.append(Check("leader", "fail", f"no daemon holds namespace {ctx.namespace!r}"))
@@ -218,12 +222,21 @@ def _check_data_dir(ctx: Context) -> Check:
 def _check_files(ctx: Context) -> list[Check]:
     paths = NamespacePaths(ctx.data_dir, ctx.namespace)
     checks: list[Check] = []
+    checkpoint_seq = 0
     try:
         snapshot = load_index(paths.index)
+        checkpoint_seq = snapshot.log_seq
         note = " (recovered from .bak)" if snapshot.recovered_from else ""
         checks.append(Check("index", "ok", f"{paths.index}: {len(snapshot.entries)} entries{note}"))
     except MnemodError as exc:
         checks.append(Check("index", "fail", str(exc)))
+    try:
+        changelog = ChangeLog(paths.log_dir, readonly=True)
+        behind = sum(1 for _ in changelog.read_after(checkpoint_seq))
+        detail = f"{paths.log_dir}: {behind} record(s) after the checkpoint"
+        checks.append(Check("log", "ok", detail))
+    except MnemodError as exc:
+        checks.append(Check("log", "fail", str(exc)))
     folder = L2Folder(paths.l2_dir)
     broken = []
     for path in folder.files():

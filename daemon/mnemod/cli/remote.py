@@ -22,7 +22,7 @@ from mnemod.redisio.connection import connect
 from mnemod.redisio.embedded import socket_path_for
 
 if TYPE_CHECKING:
-    from mnemod.runtime.engine import Engine
+    from mnemod.store.engine import Engine
 
 FRESH = timedelta(seconds=30)  # a heartbeat older than this means no daemon is running
 EVENT_WAIT_SECONDS = 10.0

@@ -1,5 +1,10 @@
 """Atomic file writes: temp file named per process in the same folder → fsync → os.replace →
-fsync of the folder. A reader sees the old file or the new one, never half of either."""
+fsync of the folder. A reader sees the old file or the new one, never half of either.
+
+Memory files are private whatever the umask: files FILE_MODE (0600), folders DIR_MODE
+(0700). `allow_group` widens both to the owner's group (0640 / 0750), for an operator who
+puts a person's account in the data folder's group (docs/operations.md).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 _counter = 0
+FILE_MODE = 0o600
+DIR_MODE = 0o700
 _counter_lock = threading.Lock()
 
 
@@ -18,6 +25,38 @@ def _temp_name(path: Path) -> Path:
         _counter += 1
         serial = _counter
     return path.with_name(f".{path.name}.{os.getpid()}.{serial}.tmp")
+
+
+def allow_group(enabled: bool) -> None:
+    """Group-readable files and group-accessible folders from now on (`[daemon]
+    group_access`); the process's own setting, taken from the config at start."""
+    global FILE_MODE, DIR_MODE
+    FILE_MODE, DIR_MODE = (0o640, 0o750) if enabled else (0o600, 0o700)
+
+
+def make_dirs(folder: Path) -> None:
+    """Create `folder` and its missing parents with DIR_MODE (the umask cannot widen or
+    narrow it); an existing folder is left as it is."""
+    if folder.is_dir():
+        return
+    if not folder.parent.is_dir():
+        make_dirs(folder.parent)
+    try:
+        folder.mkdir(DIR_MODE)
+    except FileExistsError:
+        return
+    folder.chmod(DIR_MODE)
+
+
+def open_private(path: Path, flags: int) -> int:
+    """os.open with FILE_MODE for a file it creates, whatever the umask."""
+    fd = os.open(path, flags | os.O_CREAT, FILE_MODE)
+    if os.fstat(fd).st_mode & 0o777 != FILE_MODE:
+        try:
+            os.fchmod(fd, FILE_MODE)
+        except OSError:
+            pass  # not ours to change (another owner): it keeps its mode
+    return fd
 
 
 def fsync_dir(folder: Path) -> None:
@@ -36,10 +75,10 @@ def atomic_write_bytes(path: Path, data: bytes, backup: bool = False) -> None:
 
 def atomic_write_chunks(path: Path, chunks: Iterable[bytes], backup: bool = False) -> None:
     """`atomic_write_bytes` of the concatenated `chunks`, made as they are written."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(path.parent)
     temp = _temp_name(path)
     try:
-        with temp.open("wb") as handle:
+        with os.fdopen(open_private(temp, os.O_WRONLY | os.O_TRUNC), "wb") as handle:
             for chunk in chunks:
                 handle.write(chunk)
             handle.flush()
@@ -62,18 +101,53 @@ def atomic_write_text(path: Path, text: str, backup: bool = False) -> None:
 
 def append_line(path: Path, line: str) -> None:
     """Append one line (JSON lines logs: history, archive) and fsync it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a", encoding="utf-8") as handle:
-        handle.write(line.rstrip("\n") + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
+    append_lines(path, [line])
 
 
 def append_lines(path: Path, lines: list[str]) -> None:
+    """Append whole lines and fsync. On failure (a full disk) what reached the file is cut
+    again, so no torn line is left behind to be written a second time."""
     if not lines:
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a", encoding="utf-8") as handle:
-        handle.write("".join(line.rstrip("\n") + "\n" for line in lines))
+    make_dirs(path.parent)
+    data = "".join(line.rstrip("\n") + "\n" for line in lines).encode("utf-8")
+    fd = open_private(path, os.O_WRONLY | os.O_APPEND)
+    try:
+        before = os.fstat(fd).st_size
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        except OSError:
+            try:
+                os.ftruncate(fd, before)
+            except OSError:
+                pass  # cut when the file is next opened (see ensure_whole_lines)
+            raise
+    finally:
+        os.close(fd)
+
+
+def ensure_whole_lines(path: Path) -> int:
+    """Cut a torn last line (no newline at the end) left by a crash mid-append; returns the
+    bytes cut."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return 0
+    if size == 0:
+        return 0
+    with path.open("r+b") as handle:
+        handle.seek(max(0, size - 65536))
+        tail = handle.read()
+        if tail.endswith(b"\n"):
+            return 0
+        cut_at = tail.rfind(b"\n")
+        if cut_at < 0 and size > len(tail):
+            return 0  # one line longer than we look back: leave it to a person
+        keep = size - len(tail) + cut_at + 1
+        handle.truncate(keep)
         handle.flush()
         os.fsync(handle.fileno())
+    return size - keep

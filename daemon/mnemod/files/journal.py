@@ -1,5 +1,6 @@
 """Append-only JSON-lines records: history.jsonl (every change and who made it) and
-archive.jsonl (expired or removed entries, whole, with the reason — nothing just vanishes)."""
+archive.jsonl (expired, removed, folded or superseded entries, whole, with the reason —
+nothing just vanishes). Both are derived from the change log."""
 
 from __future__ import annotations
 
@@ -10,85 +11,100 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import structlog
+
 from mnemod.clock import format_time
 from mnemod.domain.model import Entry
-from mnemod.files.atomic import append_lines
+from mnemod.files.atomic import append_lines, ensure_whole_lines
+
+_TAIL_BYTES = 65536
+log = structlog.get_logger("mnemod.journal")
 
 
 class Journal:
-    """Buffers records and writes them with one fsync per flush (a batch, a GC run)."""
+    """The history and archive records of the changes not yet committed: they go into the
+    next change-log record, and from there to the files (JournalFiles)."""
 
-    def __init__(self, history_path: Path, archive_path: Path) -> None:
-        self.history_path = history_path
-        self.archive_path = archive_path
-        self._history: list[str] = []
-        self._archive: list[str] = []
+    def __init__(self) -> None:
+        self.history: list[dict[str, Any]] = []
+        self.archived: list[dict[str, Any]] = []
 
-    def record(
-        self,
-        now: datetime,
-        op: str,
-        entry_id: str,
-        by: str,
-        **detail: Any,
-    ) -> None:
-        record = {"at": format_time(now), "op": op, "id": entry_id, "by": by, **detail}
-        self._history.append(json.dumps(record, ensure_ascii=False, sort_keys=False))
+    def record(self, now: datetime, op: str, entry_id: str, by: str, **detail: Any) -> None:
+        self.history.append({"at": format_time(now), "op": op, "id": entry_id, "by": by, **detail})
 
     def archive(self, now: datetime, entry: Entry, reason: str, by: str) -> None:
-        record = {
-            "archived_at": format_time(now),
-            "reason": reason,
-            "by": by,
-            "entry": entry.to_dict(),
-        }
-        self._archive.append(json.dumps(record, ensure_ascii=False))
+        self.archived.append(
+            {"archived_at": format_time(now), "reason": reason, "by": by, "entry": entry.to_dict()}
+        )
 
-    def flush(self) -> None:
-        """Archive first: an entry leaves the index only after its archived copy is durable."""
-        append_lines(self.archive_path, self._archive)
-        self._archive.clear()
-        append_lines(self.history_path, self._history)
-        self._history.clear()
-
-    def discard(self) -> None:
-        self._history.clear()
-        self._archive.clear()
-
-    def sizes(self) -> dict[str, int]:
-        """Byte lengths of both files, recorded in each snapshot."""
-        return {
-            "history": _size(self.history_path),
-            "archive": _size(self.archive_path),
-        }
-
-    def truncate_to(self, recorded: dict[str, Any]) -> dict[str, int]:
-        """Cut each file back to its recorded length when it grew past it; returns the
-        bytes cut per file. A file shorter than recorded (rotated by a person) is left."""
-        cut: dict[str, int] = {}
-        for name, path in (("history", self.history_path), ("archive", self.archive_path)):
-            length = recorded.get(name)
-            if not isinstance(length, int) or isinstance(length, bool) or length < 0:
-                continue
-            size = _size(path)
-            if size > length:
-                with path.open("r+b") as handle:
-                    handle.truncate(length)
-                    handle.flush()
-                    os.fsync(handle.fileno())
-                cut[path.name] = size - length
-        return cut
+    def take(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The buffered records, emptied."""
+        taken = (self.history, self.archived)
+        self.history, self.archived = [], []
+        return taken
 
     @property
     def pending(self) -> bool:
-        return bool(self._history or self._archive)
+        return bool(self.history or self.archived)
 
 
-def _size(path: Path) -> int:
+class JournalFiles:
+    """history.jsonl and archive.jsonl, brought up to date from committed records. Each
+    line carries the seq of its commit, so a line already there is never appended again
+    (after a crash between the append and the next commit, or a retried append)."""
+
+    def __init__(self, history_path: Path, archive_path: Path, readonly: bool = False) -> None:
+        self.paths = {"history": history_path, "archive": archive_path}
+        self.written: dict[str, int] = {}
+        for name, path in self.paths.items():
+            if not readonly:
+                cut = ensure_whole_lines(path)
+                if cut:
+                    log.warning("journal.torn_line_cut", file=str(path), bytes=cut)
+            self.written[name] = last_seq(path)
+
+    @property
+    def through(self) -> int:
+        """Every record up to this seq is in both files."""
+        return min(self.written.values())
+
+    def write(
+        self, seq: int, history: list[dict[str, Any]], archived: list[dict[str, Any]]
+    ) -> None:
+        """Append one commit's lines (archive first: an entry's archived copy is on disk
+        before its removal is told); a file that already has `seq` is skipped."""
+        for name, records in (("archive", archived), ("history", history)):
+            if self.written[name] >= seq:
+                continue
+            lines = [json.dumps({**r, "seq": seq}, ensure_ascii=False) for r in records]
+            append_lines(self.paths[name], lines)
+            self.written[name] = seq
+
+    def skip_to(self, seq: int) -> None:
+        """Records up to `seq` have nothing for the files (or are there already)."""
+        for name in self.written:
+            self.written[name] = max(self.written[name], seq)
+
+
+def last_seq(path: Path) -> int:
+    """The seq of the last line that has one (0 for none: a file of before the change log)."""
     try:
-        return path.stat().st_size
+        with path.open("rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, size - _TAIL_BYTES))
+            tail = handle.read()
     except FileNotFoundError:
         return 0
+    for line in reversed(tail.splitlines()):
+        try:
+            record = json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            continue
+        if isinstance(record, dict) and isinstance(record.get("seq"), int):
+            return int(record["seq"])
+        if isinstance(record, dict):
+            return 0
+    return 0
 
 
 def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:

@@ -1,4 +1,9 @@
-"""index.json: the L3 entries, the last applied event id, and a few stats.
+"""index.json: the checkpoint of a namespace — its L3 and L2 entries as of one change-log
+record (`log_seq`), the last applied event id, and a few stats.
+
+Format `mnemod.l3/2`. A file of the older `mnemod.l3/1` (the L3 entries only, the L2 files
+being their own truth) still reads, with `l2` None; the first checkpoint after it keeps a
+copy as index.json.l3-1.
 
 Written atomically with the previous good file kept as index.json.bak. A file that does not
 parse is never overwritten: it is set aside as `index.json.corrupt-<time>` after recovering
@@ -26,7 +31,8 @@ from mnemod.domain.model import Entry
 from mnemod.errors import CorruptIndexError, InvalidInputError
 from mnemod.files.atomic import atomic_write_chunks
 
-FORMAT = "mnemod.l3/1"
+FORMAT = "mnemod.l3/2"
+FORMAT_V1 = "mnemod.l3/1"
 log = structlog.get_logger("mnemod.l3")
 
 
@@ -36,6 +42,10 @@ class L3Snapshot:
     last_event_id: str | None = None
     stats: dict[str, Any] = field(default_factory=dict)
     recovered_from: Path | None = None
+    log_seq: int = 0  # the last change-log record it holds
+    l2: list[Entry] | None = None  # None: a v1 file, the L2 files hold the L2 entries
+    l2_written: dict[str, str] = field(default_factory=dict)  # type -> digest last written
+    format: str = FORMAT
 
 
 def load_index(path: Path) -> L3Snapshot:
@@ -92,27 +102,47 @@ def _parse(path: Path) -> L3Snapshot:
         raise CorruptIndexError(path, f"not valid JSON ({exc})", line) from exc
     if not isinstance(data, dict):
         raise CorruptIndexError(path, "top level must be a JSON object")
-    if data.get("format") != FORMAT:
-        raise CorruptIndexError(path, f"format must be {FORMAT!r}, found {data.get('format')!r}")
-    entries_raw = data.get("entries")
-    if not isinstance(entries_raw, list):
-        raise CorruptIndexError(path, "entries must be a list")
-    entries: list[Entry] = []
+    kind = data.get("format")
+    if kind not in (FORMAT, FORMAT_V1):
+        raise CorruptIndexError(path, f"format must be {FORMAT!r}, found {kind!r}")
     seen: set[str] = set()
-    for position, item in enumerate(entries_raw):
-        try:
-            entry = Entry.from_dict(item, where=f"entries[{position}]")
-        except InvalidInputError as exc:
-            raise CorruptIndexError(path, str(exc)) from exc
-        if entry.id in seen:
-            raise CorruptIndexError(path, f"entries[{position}]: duplicate id {entry.id}")
-        seen.add(entry.id)
-        entries.append(entry)
+    entries = _entries(path, data.get("entries"), "entries", seen)
+    l2 = None if kind == FORMAT_V1 else _entries(path, data.get("l2", []), "l2", seen)
+    log_seq = data.get("log_seq", 0) if kind == FORMAT else 0
+    if not isinstance(log_seq, int) or isinstance(log_seq, bool) or log_seq < 0:
+        raise CorruptIndexError(path, "log_seq must be a non-negative integer")
+    written = data.get("l2_written", {})
+    if not isinstance(written, dict) or not all(isinstance(v, str) for v in written.values()):
+        raise CorruptIndexError(path, "l2_written must map types to digests")
     last = data.get("last_event_id")
     if last is not None and not isinstance(last, str):
         raise CorruptIndexError(path, "last_event_id must be a string or null")
     stats = data.get("stats") if isinstance(data.get("stats"), dict) else {}
-    return L3Snapshot(entries=entries, last_event_id=last, stats=dict(stats or {}))
+    return L3Snapshot(
+        entries=entries,
+        last_event_id=last,
+        stats=dict(stats or {}),
+        log_seq=log_seq,
+        l2=l2,
+        l2_written=dict(written),
+        format=str(kind),
+    )
+
+
+def _entries(path: Path, raw: Any, name: str, seen: set[str]) -> list[Entry]:
+    if not isinstance(raw, list):
+        raise CorruptIndexError(path, f"{name} must be a list")
+    entries: list[Entry] = []
+    for position, item in enumerate(raw):
+        try:
+            entry = Entry.from_dict(item, where=f"{name}[{position}]")
+        except InvalidInputError as exc:
+            raise CorruptIndexError(path, str(exc)) from exc
+        if entry.id in seen:
+            raise CorruptIndexError(path, f"{name}[{position}]: duplicate id {entry.id}")
+        seen.add(entry.id)
+        entries.append(entry)
+    return entries
 
 
 def _loads(raw: bytes) -> Any:
@@ -200,12 +230,28 @@ def save_index(
     texts = stored if stored is not None else [entry_json(e) for e in snapshot.entries]
     head = {
         "format": FORMAT,
+        "log_seq": snapshot.log_seq,
         "last_event_id": snapshot.last_event_id,
         "saved_at": format_time(now),
         "stats": snapshot.stats,
+        "l2_written": snapshot.l2_written,
+        "l2": [e.to_dict() for e in snapshot.l2 or []],
     }
     opening = json.dumps(head, ensure_ascii=False, separators=(",", ":"))[:-1]
+    _keep_v1(path)
     atomic_write_chunks(path, _index_chunks(opening, texts), backup=True)
+
+
+def _keep_v1(path: Path) -> None:
+    """Before the first checkpoint replaces a `mnemod.l3/1` file, keep it as
+    index.json.l3-1 (a downgrade, or a person, can still read it)."""
+    kept = path.with_name(path.name + ".l3-1")
+    if kept.exists() or not path.exists():
+        return
+    with path.open("rb") as handle:
+        start = handle.read(200)
+    if b'"format":"mnemod.l3/1"' in start.replace(b" ", b""):
+        os.link(path, kept)
 
 
 def _index_chunks(opening: str, texts: Sequence[str], per_chunk: int = 256) -> Iterator[bytes]:

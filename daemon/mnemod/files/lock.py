@@ -12,6 +12,7 @@ from pathlib import Path
 from types import TracebackType
 
 from mnemod.errors import LockedError
+from mnemod.files.atomic import make_dirs, open_private
 
 
 class NamespaceLock:
@@ -20,8 +21,8 @@ class NamespaceLock:
         self._fd: int | None = None
 
     def acquire(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        make_dirs(self.path.parent)
+        fd = open_private(self.path, os.O_RDWR)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -33,7 +33,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from mnemod.errors import RedisUnavailableError
-from mnemod.files.atomic import atomic_write_text
+from mnemod.files.atomic import atomic_write_text, make_dirs
 from mnemod.processes import pid_alive
 
 log = structlog.get_logger("mnemod.redis")
@@ -90,6 +90,11 @@ class EmbeddedRedis:
         executable = self._find_binary()
         # The folder is as open as the socket (group may traverse when the group may connect).
         folder_mode = 0o750 if self.socket_perm & 0o070 else 0o700
+        data_dir = self.folder.parent
+        if not data_dir.is_dir():
+            make_dirs(data_dir)
+            if self.socket_perm & 0o070:  # the group reaches the socket through it
+                data_dir.chmod(data_dir.stat().st_mode & 0o777 | 0o010)
         self.folder.mkdir(parents=True, exist_ok=True, mode=folder_mode)
         self.folder.chmod(folder_mode)
         if self.socket_path.parent != self.folder:
@@ -269,6 +274,7 @@ class EmbeddedRedis:
                 stdout=output,
                 stderr=output,
                 start_new_session=True,
+                umask=0o077,  # its append-only file holds memories: private, as ours
             )
         self.pid = self._process.pid
         self.reused = False

@@ -16,8 +16,8 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from mnemod.runtime.engine import Engine
 from mnemod.runtime.hot_sync import HotSync
+from mnemod.store.engine import Engine
 
 SLICE_SECONDS = 0.002  # one slice while no request waits
 CATCH_UP_SECONDS = 0.001  # one slice after a batch, under a load that never pauses

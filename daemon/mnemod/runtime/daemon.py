@@ -30,17 +30,17 @@ from mnemod.redisio.embedded import DAEMON_CLIENT, EmbeddedRedis
 from mnemod.redisio.keys import Keys
 from mnemod.redisio.lease import Lease
 from mnemod.runtime.commands import Command, CommandQueue
-from mnemod.runtime.engine import Engine
-from mnemod.runtime.heap import freeze_heap
 from mnemod.runtime.hot_sync import HotSync
 from mnemod.runtime.metrics import Metrics
-from mnemod.runtime.paths import NamespacePaths
 from mnemod.runtime.rpc_server import RpcServer
 from mnemod.runtime.scheduler import Scheduler
 from mnemod.runtime.sdnotify import Notifier, watchdog_interval
 from mnemod.runtime.status import StatusWriter
 from mnemod.runtime.watcher import Watcher
 from mnemod.runtime.writer import Writer
+from mnemod.store.engine import Engine
+from mnemod.store.heap import freeze_heap
+from mnemod.store.paths import NamespacePaths
 
 log = structlog.get_logger("mnemod.daemon")
 REDIS_ERRORS = (redis.ConnectionError, redis.TimeoutError)
@@ -246,7 +246,7 @@ class Daemon:
             self.notifier.stopping("draining")
             log.info("daemon.draining", namespace=ns)
             try:
-                writer.commit(force=True)
+                writer.commit(force=True, checkpoint=True)
                 status.write(engine, writer, hot, scheduler, state=self.state.value)
             except REDIS_ERRORS as exc:
                 log.warning("redis.unavailable", error=describe(exc), at="shutdown")

@@ -20,7 +20,7 @@ from mnemod.domain.retention import retention_score
 from mnemod.files.l1_files import L1Item
 from mnemod.redisio.hot_layer import HotItem, HotLayer
 from mnemod.redisio.keys import Keys
-from mnemod.runtime.engine import Engine
+from mnemod.store.engine import Engine
 
 log = structlog.get_logger("mnemod.hot")
 

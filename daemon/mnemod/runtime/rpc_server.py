@@ -33,8 +33,8 @@ from mnemod.redisio.rpc import (
     reply_target,
     result_payload,
 )
-from mnemod.runtime.engine import Engine
 from mnemod.runtime.metrics import Metrics
+from mnemod.store.engine import Engine
 
 log = structlog.get_logger("mnemod.rpc")
 SESSION_TTL_SECONDS = 24 * 3600

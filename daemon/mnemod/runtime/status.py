@@ -13,10 +13,10 @@ from mnemod.clock import Clock, format_time
 from mnemod.config import redact_url
 from mnemod.redisio.connection import replacing_foreign
 from mnemod.redisio.keys import Keys
-from mnemod.runtime.engine import Engine
 from mnemod.runtime.hot_sync import HotSync
 from mnemod.runtime.scheduler import Scheduler
 from mnemod.runtime.writer import Writer
+from mnemod.store.engine import Engine
 
 
 class StatusWriter:
@@ -56,6 +56,7 @@ class StatusWriter:
             "last_snapshot": json.dumps(writer.job_results.get("snapshot", {})),
             "last_event_id": engine.last_event_id or "",
             "l1_problems": json.dumps([str(p) for p in engine.l1_problems]),
+            "waiting": json.dumps(engine.derived_waiting),
         }
         replacing_foreign(
             self.client,

@@ -15,6 +15,7 @@ import structlog
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
+from mnemod.files.atomic import make_dirs
 from mnemod.runtime.commands import Command
 
 log = structlog.get_logger("mnemod.watcher")
@@ -86,7 +87,7 @@ class Watcher:
         self.debouncer = Debouncer(delay, post)
         self.observer = Observer()
         for folder, kind in ((l1_dir, "reload_l1"), (l2_dir, "reload_l2")):
-            folder.mkdir(parents=True, exist_ok=True)
+            make_dirs(folder)
             self.observer.schedule(_Recorder(self.debouncer, kind), str(folder), recursive=False)
         self.folders = (l1_dir, l2_dir)
 

@@ -1,14 +1,15 @@
 """The single writer of a namespace: reads agent events and RPC requests from Redis,
-applies them through the engine, keeps the hot layer in step, and acknowledges events only
-once the snapshot that holds their effect is durable.
+applies them through the engine, commits each batch to the change log, acknowledges its
+events once that record is durable, then brings the hot layer in step.
 
-Exactly once: the snapshot records the last applied event id; after a crash the pending
+Exactly once: each record carries the last applied event id; after a crash the pending
 events are read again and those at or below that id are acknowledged without being applied.
 
-A snapshot is taken on the writer's thread and written (fsync included) on another, so
-requests are answered and events applied while it reaches the disk; its events are
-acknowledged once it is durable. Whenever no request waits, it does a slice of the
-bookkeeping answers and changes leave (runtime.bookkeeping).
+While the log cannot be written (a full or read-only disk) no more events are read: the
+batch's record is tried again, with a backoff, and requests are still answered. A hot-layer
+update that Redis did not take is kept and sent again. Checkpoints are written on another
+thread. Whenever no request waits, it does a slice of the bookkeeping answers and changes
+leave (runtime.bookkeeping).
 """
 
 from __future__ import annotations
@@ -32,20 +33,14 @@ from mnemod.redisio.keys import GROUP, Keys
 from mnemod.runtime import bookkeeping
 from mnemod.runtime.bookkeeping import Bookkeeping, Settler
 from mnemod.runtime.commands import Command
-from mnemod.runtime.engine import Engine
 from mnemod.runtime.hot_sync import HotSync
 from mnemod.runtime.metrics import Metrics
+from mnemod.store.engine import Engine
 
 log = structlog.get_logger("mnemod.writer")
 CONSUMER = "writer"  # one name for every leader, so a new leader inherits the pending list
-# While a snapshot is being written: how soon its events are acknowledged. Redis ends a
-# BLOCK only at its timer's pace (every 100 ms at the default `hz 10`), so this wait lasts
-# up to that long, and a written snapshot is acknowledged within 100 ms.
+# While a checkpoint is being written: how soon the writer looks whether it is done.
 SAVE_POLL_MS = 10
-# After a snapshot failed (a full disk, a read-only filesystem): the next is tried after
-# this, doubled per failure in a row up to the cap. Each try serializes the whole index.
-SNAPSHOT_RETRY_SECONDS = 1.0
-SNAPSHOT_RETRY_CAP_SECONDS = 60.0
 
 
 class RequestHandler(Settler, Protocol):
@@ -57,13 +52,11 @@ class RequestHandler(Settler, Protocol):
 
 
 @dataclass
-class _Saving:
-    """A snapshot being written, and the events to acknowledge once it is durable."""
+class _Checkpoint:
+    """A checkpoint being written on the saver thread."""
 
-    done: Future[float]  # the seconds the write took
-    events: list[str]
-    last_event_id: str | None
-    prepared: float  # the seconds taking the snapshot took
+    done: Future[tuple[int, float]]  # its seq, and the seconds the write took
+    prepared: float  # the seconds taking it took
 
 
 @dataclass
@@ -95,24 +88,23 @@ class Writer:
         self.hot = hot
         self.metrics = metrics
         self.rpc = rpc
-        self.unacked: list[str] = []
+        self.unacked: list[str] = []  # applied (or skipped), not yet acknowledged
+        self.hot_pending: dict[str, str] = {}  # changes Redis has not taken yet
         self.books = Bookkeeping(engine, hot, rpc, self.publish)
-        self.ack_backlog = config.daemon.batch_size * 5
         # the backlog (delivered before a crash, never acknowledged) first, then new ones
         self.read_from = {keys.events: "0", keys.rpc: "0"}
         self.last_commit = time.monotonic()
         self.snapshot_interval = 2.0
         self.job_results: dict[str, dict[str, Any]] = {}
         self.groups_recreated = False
-        self._saver = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemod-snapshot")
-        self._saving: _Saving | None = None
-        self.failed_snapshots = 0  # in a row; see `snapshot_retry_in`
-        self._retry_at = 0.0
+        self._saver = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemod-checkpoint")
+        self._checkpoint: _Checkpoint | None = None
 
     def close(self) -> None:
-        """Wait for a snapshot being written. Its events stay pending unless a commit
-        collected it: the next leader reads them again and skips what the snapshot holds."""
+        """Wait for a checkpoint being written (the log holds everything without it)."""
         self._saver.shutdown(wait=True)
+        if self._checkpoint is not None:
+            self._collect(wait=True)
 
     # ---- set-up ----------------------------------------------------------------------
     def ensure_groups(self) -> None:
@@ -138,11 +130,13 @@ class Writer:
         """Read one batch of events and requests, apply it, sync the hot layer; with none
         waiting, a slice of the bookkeeping (runtime.bookkeeping)."""
         streams = dict(self.read_from)
+        if self.engine.commits_failing:
+            del streams[self.keys.events]  # no more events until the log takes the last
         backlog = any(v != ">" for v in streams.values())
         deferred = self.books.due
         wait = None if backlog or deferred else block_ms  # None: look, don't wait
-        if self._saving is not None and wait is not None:
-            wait = min(SAVE_POLL_MS, wait)
+        if (self._checkpoint is not None or self.engine.commits_failing) and wait is not None:
+            wait = min(SAVE_POLL_MS if self._checkpoint is not None else 100, wait)
         try:
             replies = self.client.xreadgroup(
                 GROUP,
@@ -181,30 +175,45 @@ class Writer:
             if start != ">" and got.get(stream, 0) == 0:
                 self.read_from[stream] = ">"
         if result.applied or result.dead or result.skipped or result.rpc:
-            self.publish(self.engine.drain_changes())
+            try:
+                if result.applied or result.dead or result.skipped:
+                    self._commit_batch()
+                self.publish(self.engine.drain_changes())
+            finally:
+                if self.rpc is not None:
+                    self.rpc.collect()  # Redis's replies to the answers, read meanwhile
             self._log_batch(result)
-            if self.rpc is not None:
-                self.rpc.collect()  # Redis's replies to the answers, read meanwhile
             if deferred and self.books.starved:
                 self.books.run(bookkeeping.CATCH_UP_SECONDS)
         return result
 
     def publish(self, changes: dict[str, str]) -> None:
         """Bring the hot layer in step, then tell subscribers what changed. Accesses alone
-        (every resolve records some) are left to the bookkeeping."""
-        changes = self.books.note(changes)
-        if not changes:
+        (every resolve records some) are left to the bookkeeping. What Redis did not take
+        (a dropped connection) is kept and sent with the next changes."""
+        fresh = self.books.note(changes)
+        pending = self.hot_pending
+        for entry_id, op in fresh.items():
+            pending.pop(entry_id, None)
+            pending[entry_id] = op
+        if not pending:
             return
-        self.hot.apply_changes(self.engine, changes)
+        self.hot_pending = {}
+        try:
+            self.hot.apply_changes(self.engine, pending)
+        except redis.RedisError:
+            for entry_id, op in pending.items():  # newer changes win
+                self.hot_pending.setdefault(entry_id, op)
+            raise
         pipe = self.client.pipeline(transaction=False)
-        for entry_id, op in changes.items():
+        for entry_id, op in pending.items():
             pipe.publish(self.keys.changes, dumps({"op": op, "id": entry_id}))
         pipe.execute()
 
     def _apply_one(self, event_id: str, raw: dict[str, str], result: BatchResult) -> None:
         self.unacked.append(event_id)
         if is_applied(event_id, self.engine.last_event_id):
-            result.skipped += 1  # applied before a crash; its effect is in the snapshot
+            result.skipped += 1  # applied before a crash; its effect is in the log
             return
         try:
             event = parse_event(event_id, raw, self.config)
@@ -265,116 +274,111 @@ class Writer:
         )
 
     # ---- durability ----------------------------------------------------------------------
-    def commit(self, force: bool = False) -> bool:
-        """Snapshot if due, and XACK what it covers once it is durable (group commit: events
-        wait at most `snapshot_interval`; accesses alone wait ACCESS_SAVE_SECONDS). One
-        snapshot is written at a time, in the background; a later commit collects it, and
-        `force` waits for it and writes the next at once. True when one was started. Then,
-        every `snapshot_interval`, what the bookkeeping gathered is sealed."""
-        started = self._snapshot(force)
+    def _commit_batch(self) -> None:
+        """Commit the batch's changes and acknowledge its events once the record is durable.
+        A failed append leaves them unacknowledged (retried by `commit`)."""
+        self.engine.save()
+        self._ack()
+
+    def commit(self, force: bool = False, checkpoint: bool = False) -> bool:
+        """What the loop does between batches: commit accesses every `snapshot_interval`
+        (and a record a failed append left, once its retry is due), bring derived files up
+        to date, and start a checkpoint when one is due. `force` commits at once (after a
+        command); `checkpoint` also writes a checkpoint and waits for it (shutdown). True
+        when a checkpoint was started. Then, every `snapshot_interval`, what the
+        bookkeeping gathered is sealed."""
+        engine = self.engine
+        self._collect(wait=force)
+        if force:
+            self.books.run(None)
+        failing = engine.commits_failing
+        elapsed = time.monotonic() - self.last_commit
+        if failing:
+            due = force or engine.commit_retry_in == 0
+        else:
+            due = force or (engine.unsaved and elapsed >= self.snapshot_interval)
+        if due:
+            self.last_commit = time.monotonic()
+            self._commit_batch()
+        elif self.unacked and not failing:
+            self._ack()  # committed; the acknowledgement went with a dropped connection
+        if self.hot_pending:
+            self.publish({})  # what Redis did not take the last time
+        engine.derive(everything=checkpoint)
+        started = self._start_checkpoint(checkpoint)
         if time.monotonic() - self.books.sealed_at >= self.snapshot_interval:
             self.books.seal()
         return started
 
     @property
     def snapshot_retry_in(self) -> float:
-        """Seconds until a failed snapshot is tried again (0 when none failed)."""
-        return max(0.0, self._retry_at - time.monotonic()) if self.failed_snapshots else 0.0
+        """Seconds until a failed commit is tried again (0 when none failed)."""
+        return self.engine.commit_retry_in
 
-    def _failed(self) -> None:
-        self.failed_snapshots += 1
-        delay = SNAPSHOT_RETRY_SECONDS * 2 ** min(self.failed_snapshots - 1, 16)
-        self._retry_at = time.monotonic() + min(SNAPSHOT_RETRY_CAP_SECONDS, delay)
+    @property
+    def failed_snapshots(self) -> int:
+        return self.engine.commit_failures
 
-    def _snapshot(self, force: bool) -> bool:
-        self._collect(wait=force)
-        if self._saving is not None:
+    def _start_checkpoint(self, force: bool) -> bool:
+        if self._checkpoint is not None or not (force or self.engine.checkpoint_due):
             return False
-        if not force and self.snapshot_retry_in > 0:
-            return False  # the last one failed: not yet
-        engine = self.engine
-        elapsed = time.monotonic() - self.last_commit
-        hard = bool(self.unacked) or engine.saving.dirty or engine.journal.pending
-        if not force:
-            if hard and elapsed < self.snapshot_interval and len(self.unacked) < self.ack_backlog:
-                return False
-            if not hard and not engine.saving.access_save_due():
-                return False
-        else:
-            self.books.run(None)
         started = time.perf_counter()
-        try:
-            write = engine.saving.prepare_save()
-        except OSError:
-            self._failed()
-            raise
-        events, self.unacked = self.unacked, []
-        self.last_commit = time.monotonic()
-        if write is None:
-            self._ack(events)  # nothing to write (events skipped or dead-lettered)
+        job = self.engine.checkpoint_job()
+        if job is None:
             return False
-        last = engine.last_event_id
         prepared = time.perf_counter() - started
-        self._saving = _Saving(self._saver.submit(_timed, write), events, last, prepared)
+        self._checkpoint = _Checkpoint(self._saver.submit(_timed, job), prepared)
         if force:
             self._collect(wait=True)
         return True
 
     def save_without_redis(self) -> None:
-        """The last snapshot when Redis is gone at shutdown: what the engine holds goes to
-        the files, the answered selections included. The hot layer and the
+        """The last commit when Redis is gone at shutdown: what the engine holds goes to
+        the log, the answered selections included. The hot layer and the
         acknowledgements wait for the next start, which rebuilds the one from the files and
-        reads the pending events again, skipping what this snapshot holds. Without it a
-        Redis that came back empty would have lost the events applied since the last
-        snapshot."""
-        saving, self._saving = self._saving, None
-        if saving is not None:
-            try:
-                saving.done.result()
-            except BaseException:
-                self.engine.saving.dirty = True
-                raise
+        reads the pending events again, skipping what the log holds."""
+        self._collect(wait=True)
         self.books.seal()
         if self.rpc is not None:
             self.rpc.settle(None)  # into the entries; the hot layer is rebuilt at start
-        write = self.engine.saving.prepare_save()
-        if write is not None:
-            write()
+        self.engine.save()
+        self.engine.derive(everything=True)
+        self.engine.checkpoint()
         log.warning("snapshot.written_without_redis", entries=len(self.engine.entries))
 
     def _collect(self, wait: bool) -> None:
-        """Acknowledge the events of the snapshot being written once it is durable. If the
-        write failed they wait for the next snapshot, and the error goes up as it did when
-        snapshots were written on this thread."""
-        saving = self._saving
-        if saving is None or not (wait or saving.done.done()):
+        """Take a finished checkpoint: the log before it can go. A failed one is logged
+        and tried again when the next is due (the log holds all it would have)."""
+        checkpoint = self._checkpoint
+        if checkpoint is None or not (wait or checkpoint.done.done()):
             return
-        self._saving = None
+        self._checkpoint = None
         try:
-            written = saving.done.result()
-        except BaseException:
-            self.engine.saving.dirty = True
-            self.unacked = saving.events + self.unacked
-            self._failed()
-            raise
-        self.failed_snapshots = 0
-        seconds = saving.prepared + written  # not the wait until it was collected
+            seq, written = checkpoint.done.result()
+        except OSError as exc:
+            log.error("checkpoint.failed", error=str(exc)[:300])
+            return
+        seconds = checkpoint.prepared + written
+        self.engine.checkpoint_written(seq)
         self.metrics.snapshot_written(self.keys.namespace, seconds)
         log.info(
             "snapshot.written",
             entries=len(self.engine.entries),
-            last_event_id=saving.last_event_id,
-            events=len(saving.events),
+            seq=seq,
             duration_ms=round(seconds * 1000, 1),
         )
-        self.record_job("snapshot", {"entries": len(self.engine.entries)})
-        self._ack(saving.events)
+        self.record_job("snapshot", {"entries": len(self.engine.entries), "seq": seq})
 
-    def _ack(self, events: list[str]) -> None:
+    def _ack(self) -> None:
+        events, self.unacked = self.unacked, []
         pipe = self.client.pipeline(transaction=False)
         for start in range(0, len(events), 1000):
             pipe.xack(self.keys.events, GROUP, *events[start : start + 1000])
-        pipe.execute()
+        try:
+            pipe.execute()
+        except redis.RedisError:
+            self.unacked = events + self.unacked  # durable: acknowledged (or skipped) later
+            raise
 
     # ---- commands from the scheduler and the watcher -------------------------------------
     def run_command(self, command: Command) -> None:
@@ -402,12 +406,12 @@ class Writer:
             self.record_job("reload_l1", {"problems": len(problems)})
             self.hot.sync_l1(engine)
         elif command.kind == "reload_l2":
-            if command.path is not None and engine.l2.is_own_write(command.path):
-                return  # our own promotion wrote it: nothing to reload
-            engine.reload_l2()
+            if command.path is not None and engine.is_own_l2_write(command.path):
+                return  # our own write: nothing to reload
+            engine.reload_l2(command.path)
             self.record_job("reload_l2", {"l2": len(engine.l2_entries)})
+        self.commit(force=True)  # durable first, then visible
         self.publish(engine.drain_changes())
-        self.commit(force=True)
 
     def record_job(self, name: str, result: dict[str, Any]) -> None:
         self.job_results[name] = {"at": self.clock.now().isoformat(), "ok": True, **result}
@@ -441,7 +445,7 @@ def dumps(data: Any) -> str:
     return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
 
-def _timed(write: Callable[[], bool]) -> float:
+def _timed(write: Callable[[], int]) -> tuple[int, float]:
     started = time.perf_counter()
-    write()
-    return time.perf_counter() - started
+    seq = write()
+    return seq, time.perf_counter() - started

@@ -1,7 +1,7 @@
 """Operations over many entries at once: the GC run and `import`.
 
 They change the engine only through its own primitives (drop, fold, touched, promote_many),
-so the journal, the hot-layer change list and resolve's view stay in step as with any
+so the change log, the hot-layer change list and resolve's view stay in step as with any
 single change.
 """
 
@@ -17,7 +17,7 @@ from mnemod.domain.gc import GcReport, plan_gc
 from mnemod.domain.model import Entry
 
 if TYPE_CHECKING:
-    from mnemod.runtime.engine import Engine
+    from mnemod.store.engine import Engine
 
 log = structlog.get_logger("mnemod.gc")
 
@@ -29,12 +29,12 @@ def run_gc(engine: Engine, now: datetime, dry_run: bool, by: str, expire_only: b
     report = plan.report(entries, dry_run)
     if dry_run:
         return report
-    with engine.saving.deferred():
+    with engine.deferred():
         for entry_id in plan.expired:
             entry = engine.entries[entry_id]
             expired_at = entry.expires_at.isoformat() if entry.expires_at else "?"
-            engine.journal.archive(now, entry, f"expired at {expired_at}", by)
-            engine.journal.record(now, "expire", entry_id, by)
+            engine.archive(entry, f"expired at {expired_at}", now, by)
+            engine.record(now, "expire", entry_id, by)
             engine.drop(entry)
             engine.touched(entry_id, "remove")
         for survivor_id, folded_ids in plan.merges:
@@ -44,9 +44,8 @@ def run_gc(engine: Engine, now: datetime, dry_run: bool, by: str, expire_only: b
         for entry_id in plan.newly_promotable:
             engine.entries[entry_id].promotable = True
             engine.touched(entry_id, "update")
-        engine.saving.dirty = True
-    if plan.promote:
-        engine.promote_many([engine.entries[i] for i in plan.promote], now, by)
+        if plan.promote:
+            engine.promote_many([engine.entries[i] for i in plan.promote], now, by)
     log.info(
         "gc.finished",
         namespace=engine.paths.namespace,
@@ -61,20 +60,15 @@ def restore_entries(engine: Engine, entries: list[tuple[str, Entry]], now: datet
     """Exported entries back as they were (no dedup, no TTL recomputation); ids already
     present are skipped."""
     restored = 0
-    l2_types: set[str] = set()
     for layer, entry in entries:
         if engine.find(entry.id) is not None:
             continue
         if layer == "l2":
             engine.l2_entries[entry.id] = entry
-            l2_types.add(entry.type)
         else:
             engine.insert(entry)
-        engine.journal.record(now, "import", entry.id, engine.actor, layer=layer)
+        engine.record(now, "import", entry.id, engine.actor, layer=layer)
         engine.touched(entry.id, "add")
         restored += 1
-    for type_ in sorted(l2_types):
-        engine.write_l2(type_)
-    engine.saving.dirty = True
     engine.save()
     return restored

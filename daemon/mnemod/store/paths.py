@@ -1,6 +1,6 @@
 """Where a namespace's files live.
 
-`<data>/<namespace>/{l2/, l3/index.json, l3/archive.jsonl, history.jsonl, .lock}`
+`<data>/<namespace>/{log/, l2/, l3/index.json, l3/archive.jsonl, history.jsonl, .lock}`
 """
 
 from __future__ import annotations
@@ -59,6 +59,10 @@ class NamespacePaths:
         return self.root / "history.jsonl"
 
     @property
+    def log_dir(self) -> Path:
+        return self.root / "log"
+
+    @property
     def lock(self) -> Path:
         return self.root / ".lock"
 
@@ -69,5 +73,7 @@ def list_namespaces(data_dir: Path) -> list[str]:
     return sorted(
         p.name
         for p in data_dir.iterdir()
-        if p.is_dir() and NAMESPACE_PATTERN.fullmatch(p.name) and (p / "l3").is_dir()
+        if p.is_dir()
+        and NAMESPACE_PATTERN.fullmatch(p.name)
+        and ((p / "l3").is_dir() or (p / "log").is_dir())
     )

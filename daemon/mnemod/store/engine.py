@@ -1,9 +1,11 @@
 """The memory engine: one namespace's L1, L2 and L3 in memory, changed through one object.
 
 The library (`mnemod.open`) and the daemon share it. Every change goes through these methods,
-which validate, apply the domain rules, journal the change and, with `autosave`, make it
-durable before returning (runtime.saving says when and how). The daemon turns autosave off
-and snapshots once per batch.
+which validate, apply the domain rules, note the change for the next commit and, with
+`autosave`, commit it before returning (store.commits says when and how: a change-log
+record, then the derived files). The daemon turns autosave off and commits once per batch.
+Opening is recovery: the checkpoint, the log replayed after it, the L2 files compared with
+what is committed (store.recovery, store.l2_layer).
 """
 
 from __future__ import annotations
@@ -27,18 +29,18 @@ from mnemod.domain.model import Entry
 from mnemod.domain.resolve import ResolveResult
 from mnemod.domain.validation import NewEntry, check_new_entry, check_update
 from mnemod.errors import InvalidInputError, NotFoundError
-from mnemod.files.journal import Journal
 from mnemod.files.l1_files import L1Item, L1Problem, L1Registry
-from mnemod.files.l3_store import EntryTexts, L3Snapshot, load_index
+from mnemod.files.l3_store import EntryTexts
 from mnemod.files.lock import NamespaceLock
 from mnemod.ids import new_id
-from mnemod.runtime.bulk import restore_entries, run_gc
-from mnemod.runtime.heap import collector_paused
-from mnemod.runtime.l2_layer import L2Layer
-from mnemod.runtime.lookup import Lookup
-from mnemod.runtime.paths import NamespacePaths
-from mnemod.runtime.recall import Recall
-from mnemod.runtime.saving import Saving
+from mnemod.store.bulk import restore_entries, run_gc
+from mnemod.store.commits import Commits
+from mnemod.store.heap import collector_paused
+from mnemod.store.l2_layer import Edit, L2Files
+from mnemod.store.lookup import Lookup
+from mnemod.store.paths import NamespacePaths
+from mnemod.store.recall import Recall
+from mnemod.store.recovery import recover
 from mnemod.tokens import TokenCounter, token_counter
 
 log = structlog.get_logger("mnemod.engine")
@@ -67,40 +69,51 @@ class Engine:
         self._lock = None if readonly else NamespaceLock(paths.lock)
         if self._lock is not None:
             self._lock.acquire()
-        # every object made here lives as long as the engine (see runtime.heap)
+        # every object made here lives as long as the engine (see store.heap)
         with collector_paused():
             try:
-                snapshot = load_index(paths.index)
+                recovered = recover(paths, readonly)
             except BaseException:
                 self.close()
                 raise
-            self.last_event_id: str | None = snapshot.last_event_id
-            self.entries: dict[str, Entry] = {e.id: e for e in snapshot.entries}
-            self.texts = EntryTexts(self.entries.values())  # entry JSON kept between saves
+            self.state = recovered.state
+            self.entries: dict[str, Entry] = self.state.entries
+            self.l2_entries: dict[str, Entry] = self.state.l2
+            self.journal = self.state.journal
+            l2 = L2Files(paths.l2_dir)
+            # A store from before the change log (or one a person began with L2 files): its
+            # L2 files are the truth until the first checkpoint holds them.
+            migrated = recovered.snapshot.l2 is None and recovered.changelog.last_seq == 0
+            if migrated:
+                self.l2_entries.update(l2.read_all())
+                for entry_id in [i for i in self.entries if i in self.l2_entries]:
+                    del self.entries[entry_id]  # promoted, the index not saved after: L2 wins
+            edits = l2.reconcile(self.l2_entries, recovered.l2_written)
+            self.texts = EntryTexts(self.entries.values())  # entry JSON kept between checkpoints
             self.lookup = Lookup()
             for entry in self.entries.values():
                 self.lookup.add(entry)
-            # kept in step by insert, drop and a change of type: counted at every snapshot,
+            # kept in step by insert, drop and a change of type: counted at every checkpoint,
             # a loop over every entry took 10-30 ms at 100k
             self._by_type: Counter[str] = Counter(e.type for e in self.entries.values())
-            self.l2 = L2Layer(paths.l2_dir)
-            _, dropped = self._load_l2()
             self.l1 = L1Registry(l1_dir, config.limits) if l1_dir is not None else None
             self.l1_problems: list[L1Problem] = self.l1.reload_all() if self.l1 is not None else []
-            self.journal = Journal(paths.history, paths.archive)
-            self.saving = Saving(
+            self.commits = Commits(
                 paths,
-                self.journal,
+                self.state,
                 self.texts,
-                self.entries,
                 clock,
-                self._snapshot,
+                recovered.changelog,
+                l2,
+                checkpoint_seq=recovered.snapshot.log_seq,
                 autosave=autosave,
                 readonly=readonly,
             )
-            if not readonly and snapshot.recovered_from is None:
-                self.saving.trim_journal(snapshot.stats)
-            self.saving.dirty = snapshot.recovered_from is not None or dropped
+            self.commits.take_edit = lambda edit: self._take_edit(edit, self.clock.now())
+            for replayed in recovered.replayed:
+                self.commits.queue_journal(
+                    replayed["seq"], replayed["history"], replayed["archive"]
+                )
             self.changed: dict[str, str] = {}
             self.recall = Recall(self.counter)
             for entry in [*self.entries.values(), *self.l2_entries.values()]:
@@ -108,32 +121,104 @@ class Engine:
             self.recall.sync_l1(self.l1_items())
             self.changed.clear()
             self.last_outcome = ""
+            for edit in edits:
+                self._take_edit(edit, clock.now())
+            if not readonly:
+                if migrated and (paths.index.exists() or self.l2_entries):
+                    self.commits.checkpoint(self._stats(), force=True)
+                self.commits.commit()
+                self.commits.derive()
 
     # ---- lifecycle -------------------------------------------------------------------
     def close(self) -> None:
-        if not self.readonly and hasattr(self, "saving"):
-            self.save()
-        if self._lock is not None:
-            self._lock.release()
+        """Commit, bring every derived file up to date, checkpoint, release the lock."""
+        try:
+            if not self.readonly and hasattr(self, "commits"):
+                self.commits.commit()
+                self.commits.derive(everything=True)
+                self.commits.checkpoint(self._stats())
+        finally:
+            if self._lock is not None:
+                self._lock.release()
 
     def batch(self) -> AbstractContextManager[None]:
-        """Changes inside are saved once, at the end (see Saving.batch)."""
-        return self.saving.batch()
+        """Changes inside are committed once, at the end (see Commits.batch)."""
+        return self.commits.batch()
+
+    def deferred(self) -> AbstractContextManager[None]:
+        """Changes inside are committed once at the end, by the autosave rules."""
+        return self.commits.deferred()
 
     def save(self, now: datetime | None = None) -> bool:
-        return self.saving.save(now)
+        """Commit what changed; True when a record was appended."""
+        return self.commits.commit(now) > 0
 
-    def _snapshot(self) -> L3Snapshot:
-        stats: dict[str, Any] = {
+    def _stats(self) -> dict[str, Any]:
+        return {
             "entries": len(self.entries),
             "by_type": self.counts_by_type(),
-            "journal": self.journal.sizes(),
+            "l2": len(self.l2_entries),
         }
-        return L3Snapshot(list(self.entries.values()), self.last_event_id, stats)
+
+    def checkpoint_job(self) -> Any:
+        """The checkpoint of what is committed now (see Commits.prepare_checkpoint)."""
+        return self.commits.prepare_checkpoint(self._stats())
+
+    def checkpoint(self) -> bool:
+        return self.commits.checkpoint(self._stats())
+
+    @property
+    def last_event_id(self) -> str | None:
+        return self.state.last_event_id
 
     def mark_applied(self, event_id: str) -> None:
-        self.last_event_id = event_id
-        self.saving.dirty = True
+        self.state.last_event_id = event_id
+        self.commits.applied(event_id)
+
+    @property
+    def unsaved(self) -> bool:
+        """Changes (accesses included) wait to be committed."""
+        return self.commits.dirty
+
+    @property
+    def commits_failing(self) -> bool:
+        """The last commit could not be appended (a full or read-only disk)."""
+        return self.commits.failures > 0
+
+    @property
+    def commit_failures(self) -> int:
+        return self.commits.failures
+
+    @property
+    def commit_retry_in(self) -> float:
+        return self.commits.retry_in
+
+    @property
+    def checkpoint_due(self) -> bool:
+        return self.commits.checkpoint_due()
+
+    def checkpoint_written(self, seq: int) -> None:
+        self.commits.checkpoint_written(seq)
+
+    def derive(self, everything: bool = False) -> None:
+        """Bring the derived files up to date as far as they can be (see Commits.derive)."""
+        self.commits.derive(everything)
+
+    def is_own_l2_write(self, path: Path) -> bool:
+        return self.commits.l2.is_own(path)
+
+    @property
+    def derived_waiting(self) -> dict[str, str]:
+        """Derived files behind the change log, with why (status, doctor)."""
+        return self.commits.waiting
+
+    def archive(self, entry: Entry, reason: str, now: datetime, by: str) -> None:
+        """Keep a whole copy of an entry that leaves or is superseded, with the reason."""
+        self.journal.archive(now, entry, reason, by)
+
+    def record(self, now: datetime, op: str, entry_id: str, by: str, **detail: Any) -> None:
+        """A history record of a change, committed with it."""
+        self.journal.record(now, op, entry_id, by, **detail)
 
     def touched(self, entry_id: str, op: str) -> None:
         """Note a change for the hot layer, keep resolve's view in step and forget the
@@ -141,6 +226,8 @@ class Engine:
         add, an update)."""
         if op != "access" or entry_id not in self.changed:
             self.changed[entry_id] = op
+        if op != "load":
+            self.commits.note(entry_id, op)
         if op != "load":  # a text of an entry just read is serialized by `texts.warm`
             self.texts.forget(entry_id)
         note = self.recall.accessed if op == "access" else self.recall.put
@@ -239,7 +326,7 @@ class Engine:
         self.last_outcome = "added"
         self.journal.record(now, "add", entry.id, actor, type=entry.type, key=entry.key)
         self.touched(entry.id, "add")
-        self.saving.changed()
+        self.commits.changed()
         return entry
 
     def access(
@@ -260,7 +347,7 @@ class Engine:
         if entry.id in self.entries:
             entry.expires_at = retention.expires_at(self.config.ttl, entry)
         self.touched(entry.id, "access")
-        self.saving.accessed()
+        self.commits.accessed()
         return entry
 
     def update(
@@ -303,12 +390,7 @@ class Engine:
             self.lookup.add(entry)
             self._by_type[old_type] -= 1
             self._by_type[entry.type] += 1
-            self.saving.changed()
-        else:
-            self.write_l2(entry.type)
-            if old_type != entry.type:
-                self.write_l2(old_type)
-            self.save()
+        self.commits.changed()
         return entry
 
     def remove(self, entry_id: str, now: datetime | None = None, by: str | None = None) -> Entry:
@@ -320,11 +402,9 @@ class Engine:
         self.touched(entry.id, "remove")
         if entry.id in self.entries:
             self.drop(entry)
-            self.saving.changed()
         else:
             del self.l2_entries[entry.id]
-            self.write_l2(entry.type)
-            self.save()
+        self.commits.changed()
         return entry
 
     def promote(self, entry_id: str, now: datetime | None = None, by: str | None = None) -> Entry:
@@ -384,7 +464,7 @@ class Engine:
     def record_selections(self, selected: dict[str, tuple[int, datetime]]) -> None:
         """Resolve selections: entry id -> (how many times, the last time). An entry gone
         since (removed, expired) has nothing to record."""
-        with self.saving.deferred():
+        with self.commits.deferred():
             for entry_id, (times, last) in selected.items():
                 if self.find(entry_id) is not None:
                     self.access(entry_id, last, selected=True, times=times)
@@ -401,52 +481,51 @@ class Engine:
         self.recall.sync_l1(self.l1_items())
         return list(self.l1_problems)
 
-    def reload_l2(self) -> None:
-        """Re-read the L2 files (a person edited one); a broken file keeps its last version."""
-        changed, dropped = self._load_l2()
-        for entry_id in changed:
-            self.touched(entry_id, "update" if entry_id in self.l2_entries else "remove")
-        if dropped:
-            self.saving.changed()
+    def reload_l2(self, path: Path | None = None) -> None:
+        """Take a person's edit of an L2 file (or of all of them): their changes against
+        what the file held, committed as any change; a broken file is reported and waits."""
+        l2 = self.commits.l2
+        paths = [path] if path is not None else l2.folder.files()
+        now = self.clock.now()
+        for each in paths:
+            edit = l2.read_edit(each, self.l2_entries)
+            if edit is not None:
+                self._take_edit(edit, now)
+        self.commits.changed()
+
+    def _take_edit(self, edit: Edit, now: datetime) -> None:
+        for entry in edit.puts:
+            if entry.id in self.entries:
+                self.drop(self.entries[entry.id])
+            self.l2_entries[entry.id] = entry
+            self.record(now, "edit", entry.id, "person", file=f"{edit.type}.md")
+            self.touched(entry.id, "update")
+        for entry_id in edit.removed:
+            gone = self.l2_entries.pop(entry_id, None)
+            if gone is not None:
+                self.archive(gone, f"deleted from {edit.type}.md", now, "person")
+                self.record(now, "remove", entry_id, "person", file=f"{edit.type}.md")
+                self.touched(entry_id, "remove")
 
     # ---- internals -----------------------------------------------------------------------
     def _keywords(self, content: str, given: list[str] | None) -> list[str]:
         limit = self.config.limits.max_keywords
         return normalize_keywords(given, limit) if given else extract_keywords(content, limit)
 
-    @property
-    def l2_entries(self) -> dict[str, Entry]:
-        return self.l2.entries
-
-    def _load_l2(self) -> tuple[set[str], bool]:
-        """Read the L2 files: the ids that changed, and whether L3 entries left (a crash
-        between writing L2 and saving the index: L2 wins, and the index is saved again)."""
-        changed = self.l2.load()
-        both = [i for i in self.entries if i in self.l2.entries]
-        for entry_id in both:
-            self.drop(self.entries[entry_id])
-        return changed, bool(both)
-
-    def write_l2(self, type_: str, extra: list[Entry] | None = None) -> None:
-        for entry_id in self.l2.write(type_, extra):
-            self.touched(entry_id, "update")
-
     def promote_many(self, entries: list[Entry], now: datetime, by: str) -> None:
-        """Write the L2 files with the promoted copies first; only then change memory and
-        the index, so a failed write leaves everything as it was."""
+        """Move L3 entries into L2: one commit takes them out of L3 and into L2, and their
+        types' files follow (store.l2_layer)."""
         promoted = [copy.copy(entry) for entry in entries]
         for entry in promoted:
             entry.expires_at = None
             entry.promotable = True
             entry.updated_at = max(now, entry.updated_at)
-        for type_ in sorted({entry.type for entry in promoted}):
-            self.write_l2(type_, [e for e in promoted if e.type == type_])
         for original, entry in zip(entries, promoted, strict=True):
             self.drop(original)
             self.l2_entries[entry.id] = entry
             self.journal.record(now, "promote", entry.id, by, type=entry.type)
             self.touched(entry.id, "promote")
-        self.saving.changed()
+        self.commits.changed()
 
     def fold(self, survivor: Entry, folded: Entry, now: datetime, by: str, **detail: Any) -> bool:
         """Merge `folded` (the newer) into `survivor` as domain.merge.decide_merge says, the
@@ -471,7 +550,7 @@ class Engine:
         )  # fmt: skip
         self.touched(survivor.id, "update")
         self.touched(folded.id, "remove")
-        self.saving.changed()
+        self.commits.changed()
         return True
 
     def insert(self, entry: Entry) -> None:

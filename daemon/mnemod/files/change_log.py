@@ -1,0 +1,208 @@
+"""The change log: the one commit point of a namespace.
+
+Every change reaches `<ns>/log/` first, as one JSON line per commit, appended and fsynced;
+everything else on disk (the checkpoint, the L2 files, history.jsonl, archive.jsonl) and the
+Redis hot layer is derived from it. A record is
+
+    {"seq": 7, "at": "…", "last_event_id": "…", "events": [...], "ops": [...],
+     "history": [...], "archive": [...], "crc": 123}
+
+with `crc` the CRC-32 of the line's bytes before `,"crc":`. Segments are named by the first
+seq they hold (`000000000007.jsonl`) and a new one starts once a segment passes
+SEGMENT_BYTES; a checkpoint lets the segments wholly before it go.
+
+A last line that is torn (a crash or a full disk mid-append) is not a commit: it is cut off
+when the log is opened for writing and skipped when it is only read. A bad line anywhere
+else is corruption and is refused (CorruptLogError), never skipped.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+import structlog
+
+from mnemod.errors import CorruptFileError
+from mnemod.files.atomic import fsync_dir, make_dirs, open_private
+
+log = structlog.get_logger("mnemod.log")
+SEGMENT_BYTES = 32 * 1024 * 1024
+_CRC_MARK = b',"crc":'
+
+
+class CorruptLogError(CorruptFileError):
+    """A record of the change log that is not the torn last one does not read."""
+
+
+def encode_record(record: dict[str, Any]) -> bytes:
+    """One record as its line, `crc` appended."""
+    body = orjson.dumps(record)
+    if not body.startswith(b"{") or body == b"{}":
+        raise ValueError("a change-log record is a non-empty JSON object")
+    crc = zlib.crc32(body[:-1])
+    return body[:-1] + _CRC_MARK + str(crc).encode() + b"}\n"
+
+
+def decode_record(line: bytes) -> dict[str, Any] | None:
+    """The record of one line, or None when it is torn or damaged."""
+    if not line.endswith(b"\n"):
+        return None
+    mark = line.rfind(_CRC_MARK)
+    if mark <= 0:
+        return None
+    try:
+        crc = int(line[mark + len(_CRC_MARK) : -2])
+    except ValueError:
+        return None
+    if line[-2:] != b"}\n" or zlib.crc32(line[:mark]) != crc:
+        return None
+    try:
+        record = orjson.loads(line[:mark] + b"}")
+    except orjson.JSONDecodeError:
+        return None
+    return record if isinstance(record, dict) and isinstance(record.get("seq"), int) else None
+
+
+@dataclass(frozen=True)
+class Segment:
+    path: Path
+    first_seq: int
+
+
+class ChangeLog:
+    """Appends records with one fsync per commit; reads them back from a given seq."""
+
+    def __init__(self, folder: Path, *, readonly: bool = False) -> None:
+        self.folder = folder
+        self.readonly = readonly
+        self.last_seq = 0
+        self._size = 0  # of the newest segment
+        self._open()
+
+    # ---- reading ---------------------------------------------------------------------
+    def segments(self) -> list[Segment]:
+        if not self.folder.is_dir():
+            return []
+        found = []
+        for path in self.folder.glob("*.jsonl"):
+            if path.stem.isdigit():
+                found.append(Segment(path, int(path.stem)))
+        return sorted(found, key=lambda s: s.first_seq)
+
+    def read_after(self, seq: int) -> Iterator[dict[str, Any]]:
+        """Every durable record with a seq above `seq`, in order."""
+        segments = self.segments()
+        for position, segment in enumerate(segments):
+            following = segments[position + 1] if position + 1 < len(segments) else None
+            if following is not None and following.first_seq <= seq + 1:
+                continue  # wholly at or before `seq`
+            last = following is None
+            for record in self._records(segment.path, last):
+                if record["seq"] > seq:
+                    yield record
+
+    def _records(self, path: Path, last_segment: bool) -> Iterator[dict[str, Any]]:
+        with path.open("rb") as handle:
+            lines = handle.readlines()
+        for number, line in enumerate(lines, start=1):
+            record = decode_record(line)
+            if record is not None:
+                yield record
+                continue
+            if last_segment and number == len(lines):
+                return  # the torn last record: never committed
+            raise CorruptLogError(path, "damaged record (bad CRC or JSON)", number)
+
+    def _open(self) -> None:
+        """Find the last seq; cut a torn last line when writing."""
+        segments = self.segments()
+        if not segments:
+            return
+        newest = segments[-1]
+        data = newest.path.read_bytes()
+        good = len(data)
+        lines = data.splitlines(keepends=True)
+        last_seq = newest.first_seq - 1
+        for number, line in enumerate(lines, start=1):
+            record = decode_record(line)
+            if record is None:
+                if number != len(lines):
+                    raise CorruptLogError(newest.path, "damaged record (bad CRC or JSON)", number)
+                good = len(data) - len(line)
+                break
+            last_seq = record["seq"]
+        if good < len(data) and not self.readonly:
+            with newest.path.open("r+b") as handle:
+                handle.truncate(good)
+                os.fsync(handle.fileno())
+            log.warning("log.torn_record_cut", file=str(newest.path), bytes=len(data) - good)
+        self._size = good
+        self.last_seq = max(last_seq, 0)
+
+    # ---- writing ---------------------------------------------------------------------
+    def append(self, records: list[dict[str, Any]]) -> None:
+        """Append and fsync; `records` carry their seq, one above the last. On failure
+        (a full or read-only disk) whatever reached the file is cut again and the error
+        goes up: the log is as it was, and the same records may be appended later."""
+        if not records:
+            return
+        if self.readonly:
+            raise OSError(f"{self.folder}: opened read-only")
+        if records[0]["seq"] != self.last_seq + 1:
+            raise ValueError(f"record seq {records[0]['seq']} after {self.last_seq}")
+        data = b"".join(encode_record(r) for r in records)
+        path = self._segment_for(records[0]["seq"])
+        fd = open_private(path, os.O_WRONLY | os.O_APPEND)
+        try:
+            before = os.fstat(fd).st_size
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            except OSError:
+                try:
+                    os.ftruncate(fd, before)
+                    os.fsync(fd)
+                except OSError:
+                    pass  # cut when the log is next opened: a torn last line
+                raise
+        finally:
+            os.close(fd)
+        if before == 0:
+            fsync_dir(self.folder)
+        self._size = before + len(data)
+        self.last_seq = records[-1]["seq"]
+
+    def _segment_for(self, seq: int) -> Path:
+        make_dirs(self.folder)
+        segments = self.segments()
+        if segments and self._size < SEGMENT_BYTES:
+            return segments[-1].path
+        self._size = 0
+        return self.folder / f"{seq:012d}.jsonl"
+
+    def prune_before(self, seq: int) -> int:
+        """Remove the segments that hold only records below `seq` (never the newest);
+        returns how many."""
+        segments = self.segments()
+        removed = 0
+        for segment, following in itertools.pairwise(segments):
+            if following.first_seq <= seq:
+                segment.path.unlink()
+                removed += 1
+        if removed:
+            fsync_dir(self.folder)
+        return removed
+
+    @property
+    def size(self) -> int:
+        """Bytes in all segments."""
+        return sum(s.path.stat().st_size for s in self.segments())
