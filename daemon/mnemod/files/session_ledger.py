@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 
 from mnemod.files.atomic import atomic_write_text
@@ -52,7 +53,9 @@ class SessionLedger:
             return
         merged = sorted(self.seen(session, now) | set(ids))[-MAX_IDS:]
         body = {"format": FORMAT, "session": session, "once_ids": merged}
-        atomic_write_text(self.path(session), json.dumps(body, ensure_ascii=False) + "\n")
+        path = self.path(session)
+        atomic_write_text(path, json.dumps(body, ensure_ascii=False) + "\n")
+        os.utime(path, (now, now))  # the last write, on the clock the caller reads
         self.prune(now)
 
     def prune(self, now: float) -> int:
