@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -145,3 +146,45 @@ def test_unreadable_settings_are_left_alone(tmp_path: Path, home: Path) -> None:
 def test_a_timeout_below_the_deadline_is_refused(tmp_path: Path, home: Path) -> None:
     done = install(home, tmp_path, "--user", "--timeout", "4", expect=2)
     assert "--timeout" in done.stderr and not (home / ".claude").exists()
+
+
+def test_the_install_in_the_docs_gives_the_settings_shown(tmp_path: Path, home: Path) -> None:
+    """docs/agents.md's install commands, run verbatim in a project whose .venv is this
+    one, write the entry its JSON block shows, with the absolute path of that .venv's
+    mnemod; and that command gives Claude Code the context."""
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "agents.md").read_text()
+    section = doc.split("## Claude Code", 1)[1].split("\n## ", 1)[0]
+    commands = re.search(r"```sh\n(.*?)```", section, re.S)
+    block = re.search(r"```json\n(.*?)```", section, re.S)
+    assert commands is not None and block is not None
+    shown = json.loads(block.group(1))
+    project = tmp_path / "project"
+    run_cli(project / ".mnemod", "add", "The cat is named Miso")
+    (project / ".venv").symlink_to(MNEMOD.parent.parent)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MNEMOD_", "CLAUDE_"))}
+    env["HOME"] = str(home)
+    lines = [line.split("#")[0].strip() for line in commands.group(1).splitlines()]
+    assert len(lines) == 2
+    for line in lines:
+        subprocess.run(["bash", "-c", line], cwd=project, env=env, check=True, timeout=60)
+    for written in (project / ".claude" / "settings.json", home / ".claude" / "settings.json"):
+        settings = json.loads(written.read_text())
+        (entry,) = ours(settings)
+        (example,) = ours(shown)
+        assert settings.keys() == shown.keys() and entry.keys() == example.keys()
+        assert entry["timeout"] == example["timeout"]
+        program, *args = shlex.split(entry["command"])
+        assert program == str(project / ".venv" / "bin" / "mnemod")
+        assert args == shlex.split(example["command"])[1:]
+        prompt = {"session_id": "s1", "prompt": "my cat?", "cwd": str(project)}
+        ran = subprocess.run(
+            ["/bin/sh", "-c", entry["command"]],
+            cwd=home,
+            env={"PATH": "/usr/bin:/bin", "HOME": str(home)},
+            input=json.dumps(prompt),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        assert "Miso" in json.loads(ran.stdout)["hookSpecificOutput"]["additionalContext"]
