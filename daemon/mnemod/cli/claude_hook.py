@@ -40,8 +40,9 @@ from mnemod.files.session_ledger import SessionLedger
 if TYPE_CHECKING:
     from mnemod.domain.resolve import ResolveResult
 
-RESERVE_SECONDS = 1.0
-"""Kept back from the deadline for the cheap answer (the tokenizer loads in ~0.2 s here)."""
+RESERVE_SECONDS = 1.5
+"""Kept back from the deadline for the cheap answer: 0.3 s of CPU here (most of it loading
+the tokenizer), up to three times that in wall time on a busy two-core machine."""
 COST_NOTE_TTL_SECONDS = 3600
 """How long a measured time to open the files is trusted before it is measured again."""
 

@@ -104,6 +104,16 @@ def claude_code_parser() -> argparse.ArgumentParser:
 
 
 # ---- the hook ------------------------------------------------------------------------------------
+def process_age() -> float:
+    """Seconds since this process started (Linux), 0 where that cannot be read."""
+    try:
+        fields = Path("/proc/self/stat").read_text().rpartition(")")[2].split()
+        started = int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22: ticks since boot
+        return max(0.0, time.clock_gettime(time.CLOCK_BOOTTIME) - started)
+    except (OSError, ValueError, IndexError, AttributeError):
+        return 0.0
+
+
 def run_agent_hook(
     argv: Sequence[str],
     stdin: TextIO | None = None,
@@ -111,7 +121,7 @@ def run_agent_hook(
     stderr: TextIO | None = None,
 ) -> int:
     """`mnemod hook ARGV...` as an agent runs it: exit 0 whatever happens."""
-    started = time.monotonic()
+    started = time.monotonic() - process_age()  # the deadline counts Python's start-up too
     stdin, stdout, stderr = stdin or sys.stdin, stdout or sys.stdout, stderr or sys.stderr
     try:
         from mnemod.cli.claude_hook import HookProblem
