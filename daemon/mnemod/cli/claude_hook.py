@@ -30,9 +30,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import redis
+
 from mnemod.cli.context import Context
 from mnemod.cli.remote import running_daemon
-from mnemod.client import NoAnswerError
+from mnemod.client import Client, NoAnswerError
 from mnemod.errors import LockedError, MnemodError, RedisUnavailableError
 from mnemod.files.atomic import atomic_write_text
 from mnemod.files.session_ledger import SessionLedger
@@ -121,16 +123,27 @@ def answer(ctx: Context, hook: HookInput, budget: int | None, deadline: float) -
     client = running_daemon(ctx, socket_timeout=min(2.0, waited))
     if client is not None:
         with client:
-            try:
-                payload = client.resolve(hook.prompt, budget, session=hook.session, timeout=waited)
-                return Answer(payload)
-            except (NoAnswerError, RedisUnavailableError) as exc:
-                note = f"the daemon did not answer within {waited:.1f} s ({type(exc).__name__})"
-                seen = _redis_seen(client, hook.session)
-                result = l1_answer(ctx, hook.prompt, budget, seen)
-                if hook.session and result is not None and result.once_ids:
-                    _redis_remember(client, hook.session, result.once_ids)
-                return Answer(_payload(result), note)
+            return _from_daemon(ctx, client, hook, budget, waited)
+    return _from_files(ctx, hook, budget, waited, deadline)
+
+
+def _from_daemon(
+    ctx: Context, client: Client, hook: HookInput, budget: int | None, waited: float
+) -> Answer:
+    try:
+        return Answer(client.resolve(hook.prompt, budget, session=hook.session, timeout=waited))
+    except (NoAnswerError, RedisUnavailableError) as exc:
+        note = f"the daemon did not answer within {waited:.1f} s ({type(exc).__name__})"
+    seen = _redis_seen(client, hook.session)
+    result = l1_answer(ctx, hook.prompt, budget, seen)
+    if hook.session and result is not None:
+        _redis_remember(client, hook.session, result.once_ids)
+    return Answer(_payload(result), note)
+
+
+def _from_files(
+    ctx: Context, hook: HookInput, budget: int | None, waited: float, deadline: float
+) -> Answer:
     ledger = SessionLedger(ctx.paths.root / "hook" / "sessions")
     seen = ledger.seen(hook.session, time.time()) if hook.session else set()
     slow: str | None = None
@@ -181,24 +194,24 @@ def _remember(ledger: SessionLedger, session: str | None, ids: list[str]) -> Non
         ledger.remember(session, ids, time.time())
 
 
-def _redis_seen(client: Any, session: str | None) -> set[str]:
+def _redis_seen(client: Client, session: str | None) -> set[str]:
     from mnemod.redisio.session_set import seen_once
 
     if not session:
         return set()
     try:
         return seen_once(client.redis, client.keys, session)
-    except Exception:  # noqa: BLE001 - the fallback answer must not depend on Redis
+    except redis.RedisError:  # the fallback answer does not depend on Redis
         return set()
 
 
-def _redis_remember(client: Any, session: str, ids: tuple[str, ...]) -> None:
+def _redis_remember(client: Client, session: str, ids: tuple[str, ...]) -> None:
     from mnemod.redisio.session_set import remember_once
 
     try:
         remember_once(client.redis, client.keys, session, ids)
-    except Exception:  # noqa: BLE001, S110 - the fallback answer must not depend on Redis
-        pass
+    except redis.RedisError:  # the fallback answer does not depend on Redis
+        return
 
 
 # ---- the files, in a child process under a deadline ----------------------------------------
