@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -201,6 +202,13 @@ def test_files_too_slow_to_read_give_the_l1_items_within_the_deadline(project: P
     assert "took more than" in done.stderr and "L1 files alone" in done.stderr
     again = hook(project, prompt("my cat?"), "claude-code", "--deadline", "1.5")
     assert "British English" in context(again) and "last time" in again.stderr
+    note = project / ".mnemod" / "default" / "hook" / "open-cost.json"
+    assert json.loads(note.read_text())["complete"] is False
+    old = time.time() - 601  # ten minutes on, the files are tried again
+    os.utime(note, (old, old))
+    later = hook(project, prompt("my cat?"), "claude-code", "--deadline", "1.5")
+    assert "British English" in context(later)
+    assert "took more than" in later.stderr and "last time" not in later.stderr
 
 
 def test_a_data_folder_with_only_l1_files_answers_and_stays_as_it_was(tmp_path: Path) -> None:

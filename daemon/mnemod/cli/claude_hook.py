@@ -46,7 +46,10 @@ RESERVE_SECONDS = 1.5
 """Kept back from the deadline for the cheap answer: 0.3 s of CPU here (most of it loading
 the tokenizer), up to three times that in wall time on a busy two-core machine."""
 COST_NOTE_TTL_SECONDS = 3600
-"""How long a measured time to open the files is trusted before it is measured again."""
+"""How long a measured time to answer from the files is trusted."""
+GAVE_UP_TTL_SECONDS = 600
+"""How long the files are not tried again after a wait that ran out: a busy moment should
+not keep a small store to L1 answers for long, nor a large one cost every prompt a wait."""
 
 
 class HookProblem(MnemodError):
@@ -337,15 +340,17 @@ def _write_cost(ctx: Context, size: int, seconds: float, complete: bool) -> None
 
 def too_slow(ctx: Context, waited: float) -> str | None:
     """Why the files cannot be read within `waited` seconds, judged from the last
-    measurement (under an hour old), or None to try."""
+    measurement (an hour old at most, ten minutes after a wait that ran out), or None to
+    try them."""
     path = _cost_path(ctx)
     try:
-        if path.stat().st_mtime < time.time() - COST_NOTE_TTL_SECONDS:
-            return None
+        age = time.time() - path.stat().st_mtime
         note = json.loads(path.read_text())
         measured_bytes, seconds = int(note["index_bytes"]), float(note["seconds"])
         complete = bool(note["complete"])
     except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if age > (COST_NOTE_TTL_SECONDS if complete else GAVE_UP_TTL_SECONDS):
         return None
     size = _index_size(ctx)
     megabytes = size / 1e6
