@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from mnemod.errors import MnemodError
+from mnemod.redisio.rpc import MAX_BUDGET
 
 AGENTS = ("claude-code",)
 DEFAULT_DEADLINE = 5.0
 """Seconds the hook allows itself; below the `timeout` (10 s) that `hook install` writes."""
-MAX_BUDGET = 1_000_000
 
 
 def is_agent_hook(argv: Sequence[str]) -> bool:

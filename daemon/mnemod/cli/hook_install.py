@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from mnemod.cli.context import Context
+from mnemod.cli.hook_cmd import DEFAULT_DEADLINE
 from mnemod.errors import CorruptFileError, InvalidInputError
 from mnemod.files.atomic import atomic_write_text
 
@@ -129,7 +130,7 @@ def read_settings(path: Path) -> dict[str, Any]:
 
 def run_install(ctx: Context) -> int:
     a = ctx.args
-    deadline = a.deadline if a.deadline is not None else 5.0
+    deadline = a.deadline if a.deadline is not None else DEFAULT_DEADLINE
     if a.timeout <= deadline:
         raise InvalidInputError(
             "--timeout", f"{a.timeout:g} s must exceed the hook's deadline ({deadline:g} s)"
