@@ -250,3 +250,15 @@ def test_through_a_daemon_and_while_it_cannot_answer(
     finally:
         proc.signal(signal.SIGCONT)
     wait_until(lambda: "Miso" in context(hook(project, prompt("cat?"), "claude-code")), 20)
+
+
+def test_a_ledger_that_cannot_be_written_keeps_the_answer(tmp_path: Path) -> None:
+    """Where the session ledger cannot be written (here a file stands where its folder
+    would go; a read-only folder does the same), the context still comes back."""
+    (tmp_path / "home").mkdir()
+    data = tmp_path / "p" / ".mnemod"
+    (data / "l1").mkdir(parents=True)
+    (data / "l1" / "rules.toml").write_text(ONCE_L1)
+    (data / "default").write_text("in the way\n")
+    done = hook(tmp_path / "p", prompt("hi", session="s1"), "claude-code")
+    assert "Greet the user" in context(done) and done.stderr == ""

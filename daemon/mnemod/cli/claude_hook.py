@@ -194,7 +194,10 @@ def _payload(result: ResolveResult | None) -> dict[str, Any] | None:
 
 def _remember(ledger: SessionLedger, session: str | None, ids: list[str]) -> None:
     if session and ids:
-        ledger.remember(session, ids, time.time())
+        try:
+            ledger.remember(session, ids, time.time())
+        except OSError:  # a read-only data folder: the answer stands, `once` may repeat
+            return
 
 
 def _redis_seen(client: Client, session: str | None) -> set[str]:
