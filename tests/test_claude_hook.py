@@ -262,3 +262,13 @@ def test_a_ledger_that_cannot_be_written_keeps_the_answer(tmp_path: Path) -> Non
     (data / "default").write_text("in the way\n")
     done = hook(tmp_path / "p", prompt("hi", session="s1"), "claude-code")
     assert "Greet the user" in context(done) and done.stderr == ""
+
+
+def test_files_it_may_not_write_are_read_without_recording(project: Path) -> None:
+    """Where the namespace cannot be opened for writing (here its lock file cannot be
+    created; a read-only folder does the same), the hook answers from a read-only view."""
+    lock = project / ".mnemod" / "default" / ".lock"
+    lock.unlink()
+    lock.mkdir()
+    done = hook(project, prompt("my cat?"), "claude-code")
+    assert "Miso" in context(done) and done.stderr == ""

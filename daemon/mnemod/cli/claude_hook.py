@@ -280,12 +280,17 @@ def _child(ctx: Context, prompt: str, budget: int | None, seen: set[str], out: i
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(null, fd)
+    sent = False
     try:
         try:
             with ctx.engine(write=True) as engine:
                 result = engine.resolve(prompt, budget, seen_once=seen)
-                _send(out, {**(_payload(result) or {}), "once_ids": list(result.once_ids)})
-        except LockedError:  # another writer holds the files: answer without recording
+                sent = _send(out, {**(_payload(result) or {}), "once_ids": list(result.once_ids)})
+        except (LockedError, OSError):
+            if sent:  # the save after the answer failed: nothing more to say
+                os._exit(0)
+            # another writer holds the files, or they are read-only to us: answer without
+            # recording the accesses
             with ctx.engine(write=False) as engine:
                 result = engine.resolve(prompt, budget, seen_once=seen, record_access=False)
                 _send(out, {**(_payload(result) or {}), "once_ids": list(result.once_ids)})
@@ -298,12 +303,15 @@ def _child(ctx: Context, prompt: str, budget: int | None, seen: set[str], out: i
     os._exit(0)
 
 
-def _send(out: int, payload: dict[str, Any]) -> None:
+def _send(out: int, payload: dict[str, Any]) -> bool:
+    body = json.dumps(payload, ensure_ascii=False).encode()
     try:
-        os.write(out, json.dumps(payload, ensure_ascii=False).encode())
+        while body:
+            body = body[os.write(out, body) :]
         os.close(out)
     except OSError:  # sent already, or the parent gave up
         pass
+    return True
 
 
 def _read_until(fd: int, deadline: float) -> bytes | None:
