@@ -38,10 +38,13 @@ from mnemod.client import Client, NoAnswerError
 from mnemod.errors import LockedError, MnemodError, RedisUnavailableError
 from mnemod.files.atomic import atomic_write_text
 from mnemod.files.session_ledger import SessionLedger
+from mnemod.redisio.keys import GROUP
 
 if TYPE_CHECKING:
     from mnemod.domain.resolve import ResolveResult
 
+BEHIND_SECONDS = 1.0
+"""A request left unread this long means the daemon is held up (it reads them in ms)."""
 RESERVE_SECONDS = 1.5
 """Kept back from the deadline for the cheap answer: 0.3 s of CPU here (most of it loading
 the tokenizer), up to three times that in wall time on a busy two-core machine."""
@@ -133,15 +136,41 @@ def answer(ctx: Context, hook: HookInput, budget: int | None, deadline: float) -
 def _from_daemon(
     ctx: Context, client: Client, hook: HookInput, budget: int | None, waited: float
 ) -> Answer:
-    try:
-        return Answer(client.resolve(hook.prompt, budget, session=hook.session, timeout=waited))
-    except (NoAnswerError, RedisUnavailableError) as exc:
-        note = f"the daemon did not answer within {waited:.1f} s ({type(exc).__name__})"
+    behind = unread_for(client)
+    if behind > BEHIND_SECONDS:
+        note = f"the daemon has left a request unread for {behind:.0f} s (busy)"
+    else:
+        try:
+            return Answer(
+                client.resolve(hook.prompt, budget, session=hook.session, timeout=waited)
+            )
+        except (NoAnswerError, RedisUnavailableError) as exc:
+            note = f"the daemon did not answer within {waited:.1f} s ({type(exc).__name__})"
     seen = _redis_seen(client, hook.session)
     result = l1_answer(ctx, hook.prompt, budget, seen)
     if hook.session and result is not None:
         _redis_remember(client, hook.session, result.once_ids)
     return Answer(_payload(result), note)
+
+
+def unread_for(client: Client) -> float:
+    """Seconds the oldest request the daemon has not read yet has waited in the rpc stream
+    (0 when there is none): a daemon held up by a long job reads no requests, so a prompt
+    after one it left unanswered need not wait for it again."""
+    rpc = client.keys.rpc
+    try:
+        groups = client.redis.xinfo_groups(rpc)
+        delivered = next((g["last-delivered-id"] for g in groups if g["name"] == GROUP), None)
+        if delivered is None:
+            return 0.0
+        unread = client.redis.xrange(rpc, min=f"({delivered}", count=1)
+        if not unread:
+            return 0.0
+        seconds, micros = client.redis.time()
+    except redis.RedisError:  # no stream yet, or a Redis that will not say: ask as usual
+        return 0.0
+    sent_ms = int(str(unread[0][0]).split("-")[0])
+    return max(0.0, seconds + micros / 1e6 - sent_ms / 1000)
 
 
 def _from_files(
