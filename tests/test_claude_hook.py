@@ -273,3 +273,13 @@ def test_files_it_may_not_write_are_read_without_recording(project: Path) -> Non
     lock.mkdir()
     done = hook(project, prompt("my cat?"), "claude-code")
     assert "Miso" in context(done) and done.stderr == ""
+
+
+def test_an_l1_folder_elsewhere(project: Path, tmp_path: Path) -> None:
+    """`--l1-dir`, as for the systemd service's /etc/mnemod/l1 beside /var/lib/mnemod."""
+    rules = tmp_path / "etc-l1"
+    rules.mkdir()
+    (rules / "house.md").write_text("Tabs, never spaces.\n")
+    done = hook(project, prompt("my cat?"), "claude-code", "--l1-dir", str(rules))
+    text = context(done)
+    assert "Tabs, never spaces" in text and "Miso" in text and "British English" not in text

@@ -115,9 +115,10 @@ def test_project_install_works_from_any_folder(tmp_path: Path, home: Path) -> No
 
 
 def test_local_and_explicit_settings_files(tmp_path: Path, home: Path) -> None:
-    install(home, tmp_path, "--local", "--data-dir", "data", "--namespace", "work")
+    install(home, tmp_path, "--local", "--data-dir", "data", "--namespace", "work", "--l1-dir", "r")
     (entry,) = ours(json.loads((tmp_path / ".claude" / "settings.local.json").read_text()))
     assert f"--data-dir {tmp_path / 'data'} --namespace work" in entry["command"]
+    assert entry["command"].endswith(f"--l1-dir {tmp_path / 'r'}")
     target = tmp_path / "custom.json"
     install(home, tmp_path, "--settings", str(target), "--deadline", "3", "--timeout", "6")
     (entry,) = ours(json.loads(target.read_text()))

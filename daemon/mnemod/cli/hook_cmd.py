@@ -79,6 +79,12 @@ def add_hook_options(parser: argparse.ArgumentParser) -> None:
         "--redis-url", metavar="URL", help="the daemon's Redis (default: config, or embedded)"
     )
     parser.add_argument("--config", "-c", metavar="FILE", help="TOML config file")
+    parser.add_argument(
+        "--l1-dir",
+        metavar="DIR",
+        help="L1 folder for answers without the daemon (default: l1.dir, else DATA_DIR/l1; "
+        "the systemd service's is /etc/mnemod/l1)",
+    )
 
 
 CLAUDE_CODE_HELP = "Claude Code UserPromptSubmit hook: the prompt's JSON on stdin, context out"
@@ -164,7 +170,8 @@ def _claude_code(
         where = hook.cwd or os.environ.get("CLAUDE_PROJECT_DIR") or str(workdir)
         raise HookProblem(f"no .mnemod folder in {where} or its parents: no context")
     check_usable(folder)
-    config = load_config(args.config, overrides={"redis": {"url": args.redis_url}})
+    overrides = {"redis": {"url": args.redis_url}, "l1": {"dir": args.l1_dir}}
+    config = load_config(args.config, overrides=overrides)
     configure_logging("error", "json", stream=stderr)  # stdout carries the answer alone
     ctx = Context(
         args=args,
@@ -212,7 +219,8 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
             "Merge a UserPromptSubmit entry running this mnemod's `hook claude-code` (an "
             "absolute path) into Claude Code's settings, keeping every other setting and "
             "hook; run again, it updates that entry in place. --data-dir, --namespace, "
-            "--config, --redis-url, --budget and --deadline are written into the command."
+            "--config, --redis-url, --l1-dir, --budget and --deadline are written into the "
+            "command."
         ),
     )
     install.add_argument("agent", choices=AGENTS, help="the agent whose settings to change")
@@ -252,6 +260,7 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     install.add_argument(
         "--deadline", type=_seconds, metavar="SECONDS", help="written into the command"
     )
+    install.add_argument("--l1-dir", metavar="DIR", help="written into the command")
     install.add_argument(
         "--dry-run", action="store_true", help="print the settings it would write; write nothing"
     )

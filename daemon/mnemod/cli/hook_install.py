@@ -63,6 +63,8 @@ def hook_command(ctx: Context) -> str:
         words += ["--config", str(Path(a.config).absolute())]
     if a.redis_url:
         words += ["--redis-url", a.redis_url]
+    if a.l1_dir:
+        words += ["--l1-dir", str(Path(a.l1_dir).absolute())]
     if a.budget is not None:
         words += ["--budget", str(a.budget)]
     if a.deadline is not None:
