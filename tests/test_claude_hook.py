@@ -226,8 +226,8 @@ def test_through_a_daemon_and_while_it_cannot_answer(
 ) -> None:
     """With a daemon, the hook asks it (its Redis ledger keeps `once`); while the daemon is
     stuck (SIGSTOP: a long maintenance run), the hook answers from the L1 files before its
-    deadline, still honouring `once`, and once a request of its went unread it does not
-    wait for the daemon again until the daemon reads."""
+    deadline, still honouring `once`, and once a request of its went unanswered it does not
+    wait for the daemon again until the daemon answers."""
     data = project / ".mnemod"
     proc = daemons.daemon(data).start()
     proc.url_from_stdout()
@@ -244,10 +244,10 @@ def test_through_a_daemon_and_while_it_cannot_answer(
         text = context(stuck)
         assert "British English" in text and "Greet the user" in text and "Miso" not in text
         assert "daemon did not answer" in stuck.stderr and stuck.stderr.count("\n") == 1
-        # the next prompt does not wait: the daemon has not read the last request yet
+        # the next prompt does not wait: the daemon has not answered the last request
         later = hook(project, prompt("my cat?", session="d2"), "claude-code", "--deadline", "2")
         assert "British English" in context(later) and "Greet the user" not in context(later)
-        assert "left a request unread" in later.stderr
+        assert "left a request unanswered" in later.stderr
     finally:
         proc.signal(signal.SIGCONT)
     wait_until(lambda: "Miso" in context(hook(project, prompt("cat?"), "claude-code")), 20)

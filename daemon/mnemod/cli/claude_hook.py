@@ -28,7 +28,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import redis
 
@@ -44,7 +44,8 @@ if TYPE_CHECKING:
     from mnemod.domain.resolve import ResolveResult
 
 BEHIND_SECONDS = 1.0
-"""A request left unread this long means the daemon is held up (it reads them in ms)."""
+"""A request left unanswered this long means the daemon is held up (it answers in ms)."""
+UNANSWERED_WINDOW_MS = 60_000
 RESERVE_SECONDS = 1.5
 """Kept back from the deadline for the cheap answer: 0.3 s of CPU here (most of it loading
 the tokenizer), up to three times that in wall time on a busy two-core machine."""
@@ -136,9 +137,9 @@ def answer(ctx: Context, hook: HookInput, budget: int | None, deadline: float) -
 def _from_daemon(
     ctx: Context, client: Client, hook: HookInput, budget: int | None, waited: float
 ) -> Answer:
-    behind = unread_for(client)
+    behind = unanswered_for(client)
     if behind > BEHIND_SECONDS:
-        note = f"the daemon has left a request unread for {behind:.0f} s (busy)"
+        note = f"the daemon has left a request unanswered for {behind:.0f} s (busy)"
     else:
         try:
             return Answer(
@@ -153,24 +154,34 @@ def _from_daemon(
     return Answer(_payload(result), note)
 
 
-def unread_for(client: Client) -> float:
-    """Seconds the oldest request the daemon has not read yet has waited in the rpc stream
-    (0 when there is none): a daemon held up by a long job reads no requests, so a prompt
-    after one it left unanswered need not wait for it again."""
+def unanswered_for(client: Client) -> float:
+    """Seconds the oldest request of the last minute the daemon has not answered has waited
+    in the rpc stream (0 when none has waited a second): a daemon held up by a long job
+    answers none, so a prompt after one it left unanswered need not wait for it again.
+
+    Unanswered is unread, or read and not acknowledged (a read blocked in Redis when the job
+    began takes the next request). Older requests are left out: one a dead consumer never
+    acknowledged must not keep every prompt from asking."""
     rpc = client.keys.rpc
     try:
+        seconds, micros = client.redis.time()
+        now_ms = seconds * 1000 + micros // 1000
+        low, high = now_ms - UNANSWERED_WINDOW_MS, now_ms - int(BEHIND_SECONDS * 1000)
+        pending = client.redis.xpending_range(rpc, GROUP, str(low), str(high), 1)
+        waiting: list[object] = [p["message_id"] for p in pending]
         groups = client.redis.xinfo_groups(rpc)
         delivered = next((g["last-delivered-id"] for g in groups if g["name"] == GROUP), None)
-        if delivered is None:
-            return 0.0
-        unread = client.redis.xrange(rpc, min=f"({delivered}", count=1)
-        if not unread:
-            return 0.0
-        seconds, micros = client.redis.time()
-    except redis.RedisError:  # no stream yet, or a Redis that will not say: ask as usual
+        if delivered is not None:
+            start = f"({delivered}" if _ms(delivered) >= low else str(low)
+            unread = cast(list[tuple[str, Any]], client.redis.xrange(rpc, start, str(high), 1))
+            waiting += [entry_id for entry_id, _ in unread]
+    except redis.RedisError:  # no stream or group yet, or a Redis that will not say
         return 0.0
-    sent_ms = int(str(unread[0][0]).split("-")[0])
-    return max(0.0, seconds + micros / 1e6 - sent_ms / 1000)
+    return max(((now_ms - _ms(i)) / 1000 for i in waiting), default=0.0)
+
+
+def _ms(stream_id: object) -> int:
+    return int(str(stream_id).split("-")[0])
 
 
 def _from_files(
