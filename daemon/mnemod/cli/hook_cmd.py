@@ -78,7 +78,9 @@ def add_hook_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--redis-url", metavar="URL", help="the daemon's Redis (default: config, or embedded)"
     )
-    parser.add_argument("--config", "-c", metavar="FILE", help="TOML config file")
+    parser.add_argument(
+        "--config", "-c", metavar="FILE", help="TOML config file (default: none, the defaults)"
+    )
     parser.add_argument(
         "--l1-dir",
         metavar="DIR",
@@ -205,7 +207,12 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
         help="agent hooks: `hook claude-code` (run by Claude Code), `hook install claude-code`",
         description="Hooks that put mnemod's context in front of an agent's prompts.",
     )
-    agents = hook.add_subparsers(dest="hook_command", required=True, metavar="COMMAND")
+    agents = hook.add_subparsers(
+        dest="hook_command",
+        required=True,
+        metavar="COMMAND",
+        help="claude-code (run by Claude Code) or install (run once, by you)",
+    )
     claude = agents.add_parser(
         "claude-code", help=CLAUDE_CODE_HELP, description=CLAUDE_CODE_DESCRIPTION
     )
@@ -237,16 +244,19 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
         dest="scope",
         action="store_const",
         const="local",
-        help="./.claude/settings.local.json: this project, this machine only (not committed)",
+        help="./.claude/settings.local.json: this project, this machine only (not committed; "
+        "default: --project)",
     )
     where.add_argument(
         "--user",
         dest="scope",
         action="store_const",
         const="user",
-        help="~/.claude/settings.json: every project of this user",
+        help="~/.claude/settings.json: every project of this user (default: --project)",
     )
-    where.add_argument("--settings", metavar="FILE", help="this settings file instead")
+    where.add_argument(
+        "--settings", metavar="FILE", help="this settings file instead (default: --project's)"
+    )
     install.add_argument(
         "--timeout",
         type=_seconds,
@@ -254,15 +264,14 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="Claude Code's timeout for the hook, above --deadline (default: 10)",
     )
+    given = "written into the command (default: not written; the hook's own default)"
+    install.add_argument("--budget", type=_budget, metavar="TOKENS", help=given)
+    install.add_argument("--deadline", type=_seconds, metavar="SECONDS", help=given)
+    install.add_argument("--l1-dir", metavar="DIR", help=given)
     install.add_argument(
-        "--budget", type=_budget, metavar="TOKENS", help="written into the command"
-    )
-    install.add_argument(
-        "--deadline", type=_seconds, metavar="SECONDS", help="written into the command"
-    )
-    install.add_argument("--l1-dir", metavar="DIR", help="written into the command")
-    install.add_argument(
-        "--dry-run", action="store_true", help="print the settings it would write; write nothing"
+        "--dry-run",
+        action="store_true",
+        help="print the settings it would write; write nothing (default: write)",
     )
     install.set_defaults(handler=cmd_install, scope="project")
 
