@@ -145,10 +145,25 @@ def readme_blocks() -> list[tuple[str, str]]:
 
 def test_readme_quick_start_gives_the_memory_back(tmp_path: Path) -> None:
     """Each way the README shows (redis-cli, the client, the files without a daemon) puts
-    the memory it adds into the context of the prompt it asks."""
+    the memory it adds into the context of the prompt it asks. The Python blocks run as the
+    README says, with the venv's python (`.venv/bin/python example.py`), from a folder laid
+    out like the checkout after `scripts/run`: its `.venv` and the `.mnemod` it serves."""
     blocks = readme_blocks()
     assert [language for language, _ in blocks] == ["sh", "python", "python"]
     (_, shell), (_, client_code), (_, files_code) = blocks
+    section = (ROOT / "README.md").read_text().split("## Thirty seconds as an agent", 1)[1]
+    how = re.search(r"save a block as `(\S+)` and run\s+`([^`]+)`", section)
+    assert how is not None, "the README no longer says how to run its Python examples"
+    script_name, command = how.group(1), how.group(2)
+    assert command.startswith(".venv/bin/python ")
+    venv = Path(sys.executable).parent.parent
+
+    def run_python(code: str, folder: Path) -> str:
+        if not (folder / ".venv").exists():
+            (folder / ".venv").symlink_to(venv)
+        (folder / script_name).write_text(code)
+        return run_example(["bash", "-c", command], "", cwd=folder)
+
     with managed(tmp_path) as factory:
         served = factory.data_dir(".mnemod")  # the README's default data folder
         proc = factory.daemon(served).start()
@@ -156,11 +171,11 @@ def test_readme_quick_start_gives_the_memory_back(tmp_path: Path) -> None:
         proc.wait_log("daemon.running")
         answer = run_example(["bash", "-c", shell], "", cwd=served.parent)
         assert '"ok":true' in answer and "Asia/Taipei timezone" in answer
-        printed = run_example([sys.executable, "-c", client_code], "", cwd=served.parent)
+        printed = run_python(client_code, served.parent)
         assert printed.startswith("Memory:") and "Asia/Taipei timezone" in printed
     alone = tmp_path / "no-daemon"
     alone.mkdir()
-    printed = run_example([sys.executable, "-c", files_code], "", cwd=alone)
+    printed = run_python(files_code, alone)
     assert printed.startswith("Memory:") and "Asia/Taipei timezone" in printed
 
 

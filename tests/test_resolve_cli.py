@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
-import shlex
 import subprocess
 from pathlib import Path
 
@@ -61,25 +59,6 @@ def test_hook_prints_additional_context(tmp_path: Path) -> None:
     assert output["hookEventName"] == "UserPromptSubmit"
     assert "Miso" in output["additionalContext"]
     assert "British English" in output["additionalContext"]
-
-
-def test_hook_setting_in_the_docs_works(tmp_path: Path) -> None:
-    """The settings.json of docs/agents.md is valid, and its command gives Claude Code the
-    context of the prompt it is handed."""
-    doc = (Path(__file__).resolve().parent.parent / "docs" / "agents.md").read_text()
-    section = doc.split("## Claude Code", 1)[1]
-    block = re.search(r"```json\n(.*?)```", section, re.S)
-    assert block is not None
-    setting = json.loads(block.group(1))
-    (hook,) = setting["hooks"]["UserPromptSubmit"][0]["hooks"]
-    program, *args = shlex.split(hook["command"])
-    assert program == "mnemod" and hook["type"] == "command"
-    data = tmp_path / "data"
-    run(data, "add", "The cat is named Miso")
-    prompt = {"session_id": "s1", "hook_event_name": "UserPromptSubmit", "prompt": "my cat?"}
-    out = run(data, *args, stdin=json.dumps(prompt))
-    assert out.returncode == 0, out.stderr
-    assert "Miso" in json.loads(out.stdout)["hookSpecificOutput"]["additionalContext"]
 
 
 def test_hook_never_blocks_the_prompt(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from mnemod import __version__
-from mnemod.cli import entries, maintenance, ops, resolve_cmds, run_cmd
+from mnemod.cli import entries, hook_cmd, maintenance, ops, resolve_cmds, run_cmd
 from mnemod.cli.context import Context
 from mnemod.cli.progress import AroundBars
 from mnemod.cli.terminal import for_stream, is_terminal
@@ -26,6 +26,7 @@ COMMAND_GROUPS: list[Registrar] = [
     entries.register,
     maintenance.register,
     resolve_cmds.register,
+    hook_cmd.register,
     ops.register,
     run_cmd.register,
 ]
@@ -102,6 +103,8 @@ def _sentence(text: str) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
+    if hook_cmd.is_agent_hook(words):  # run by an agent: never an exit code that blocks it
+        return hook_cmd.run_agent_hook(words[1:])
     as_json = "--json" in words[: words.index("--")] if "--" in words else "--json" in words
     try:
         args = build_parser().parse_args(words)

@@ -33,11 +33,11 @@ def redis_url(ctx: Context) -> str:
     return ctx.config.redis.url or f"unix://{socket_path_for(ctx.data_dir / 'redis')}"
 
 
-def connect_quietly(ctx: Context) -> redis.Redis | None:
+def connect_quietly(ctx: Context, socket_timeout: float = 2.0) -> redis.Redis | None:
     """A client of the daemon's Redis, or None when nothing answers there."""
     if not ctx.config.redis.url and not socket_path_for(ctx.data_dir / "redis").exists():
         return None  # the embedded server is not running
-    client = connect(redis_url(ctx), socket_timeout=2.0)
+    client = connect(redis_url(ctx), socket_timeout=socket_timeout)
     try:
         client.ping()
     except redis.RedisError:
@@ -56,11 +56,15 @@ def is_running(status: dict[str, str]) -> bool:
     return age is not None and age <= FRESH and status.get("state") == "running"
 
 
-def running_daemon(ctx: Context) -> Client | None:
+def running_daemon(ctx: Context, socket_timeout: float = 5.0) -> Client | None:
     """A client of the namespace's daemon if its heartbeat is fresh, else None."""
-    if connect_quietly(ctx) is None:
+    probe = connect_quietly(ctx, min(2.0, socket_timeout))
+    if probe is None:
         return None
-    client = Client(redis_url(ctx), ctx.namespace, ctx.config.redis.prefix, socket_timeout=5.0)
+    probe.close()
+    client = Client(
+        redis_url(ctx), ctx.namespace, ctx.config.redis.prefix, socket_timeout=socket_timeout
+    )
     if is_running(client.status()):
         return client
     client.close()

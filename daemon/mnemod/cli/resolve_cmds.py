@@ -1,5 +1,5 @@
-"""`mnemod resolve` and `mnemod hook claude-code`: context for a prompt, from the running
-daemon (over the rpc stream) or, with no daemon, from the files directly."""
+"""`mnemod resolve`: context for a prompt, from the running daemon (over the rpc stream) or,
+with no daemon, from the files directly (`mnemod hook claude-code` is cli/hook_cmd.py)."""
 
 from __future__ import annotations
 
@@ -29,13 +29,6 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
         "--trace", action="store_true", help="add scores and reasons per item (default: off)"
     )
     resolve.set_defaults(handler=cmd_resolve)
-
-    hook = sub.add_parser(
-        "hook", parents=[common], help="agent hooks (reads the hook's JSON on stdin)"
-    )
-    hook.add_argument("agent", choices=["claude-code"], help="the agent whose hook to serve")
-    hook.add_argument("--budget", type=int, help="tokens (default: resolve.default_budget)")
-    hook.set_defaults(handler=cmd_hook)
 
 
 def resolve_payload(
@@ -77,25 +70,4 @@ def cmd_resolve(ctx: Context) -> int:
             f"mnemod: {payload['tokens_used']} tokens, {count} item{'' if count == 1 else 's'}, "
             f"{payload['dropped']} left out\n"
         )
-    return 0
-
-
-def cmd_hook(ctx: Context) -> int:
-    """Claude Code `UserPromptSubmit`: JSON on stdin, additionalContext on stdout. A memory
-    problem must never block the user's prompt: failures go to stderr with exit 0."""
-    try:
-        raw = json.loads(sys.stdin.read() or "{}")
-        if not isinstance(raw, dict) or not isinstance(raw.get("prompt"), str):
-            raise InvalidInputError("prompt", "the hook input has no prompt")
-        session = raw.get("session_id") if isinstance(raw.get("session_id"), str) else None
-        payload = resolve_payload(ctx, raw["prompt"], ctx.args.budget, session, False)
-    except (MnemodError, json.JSONDecodeError) as exc:
-        sys.stderr.write(f"mnemod hook: {exc}\n")
-        return 0
-    text = payload.get("text", "")
-    if text:
-        output = {
-            "hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": text}
-        }
-        sys.stdout.write(json.dumps(output, ensure_ascii=False) + "\n")
     return 0

@@ -14,7 +14,6 @@ import hashlib
 import time
 from dataclasses import dataclass
 from datetime import datetime
-from typing import cast
 
 import orjson
 import redis
@@ -33,11 +32,11 @@ from mnemod.redisio.rpc import (
     reply_target,
     result_payload,
 )
+from mnemod.redisio.session_set import remember_once, seen_once
 from mnemod.runtime.metrics import Metrics
 from mnemod.store.engine import Engine
 
 log = structlog.get_logger("mnemod.rpc")
-SESSION_TTL_SECONDS = 24 * 3600
 # RPUSH, then EXPIRE only if the push worked (a script stops at the first error)
 _PUSH_REPLY = """
 local pushed = redis.call('RPUSH', KEYS[1], ARGV[1])
@@ -126,7 +125,7 @@ class RpcServer:
     ) -> None:
         seen: set[str] = set()
         if request.session and self.engine.has_once_items:  # else the ledger changes nothing
-            seen = set(cast(set[str], self.client.smembers(self.keys.sessions(request.session))))
+            seen = seen_once(self.client, self.keys, request.session)
         now = self.clock.now()
         result = self.engine.resolve(
             request.prompt,
@@ -136,11 +135,8 @@ class RpcServer:
             trace=request.trace,
             record_access=False,
         )
-        if request.session and result.once_ids:
-            pipe = self.client.pipeline(transaction=True)
-            pipe.sadd(self.keys.sessions(request.session), *result.once_ids)
-            pipe.expire(self.keys.sessions(request.session), SESSION_TTL_SECONDS)
-            pipe.execute()
+        if request.session:
+            remember_once(self.client, self.keys, request.session, result.once_ids)
         payload = {"id": request_id, **result_payload(result, request.trace)}
         body = self._push(request.reply_to, payload, request_id)
         self._sent.append(_Sent(request_id, raw, request.reply_to, body))
