@@ -62,6 +62,16 @@ def alive(pid: int) -> bool:
         return False
 
 
+
+def stopped(pid: int) -> bool:
+    """Every thread of the process is stopped (SIGSTOP takes effect a moment after kill)."""
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+        states = [(t / "stat").read_text().rpartition(")")[2].split()[0] for t in tasks]
+    except OSError:
+        return False
+    return bool(states) and all(state in ("T", "t") for state in states)
+
 class DaemonProc:
     """One `mnemod run` process."""
 
