@@ -25,6 +25,8 @@ from daemon_proc import managed
 from helpers import wait_until
 from mnemod.client import Client
 
+pytestmark = pytest.mark.process  # starts processes of its own
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 DOC = ROOT / "docs" / "agents.md"

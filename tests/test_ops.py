@@ -10,10 +10,13 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import pytest
 import redis
 
 from daemon_proc import DaemonFactory
 from helpers import run_cli, wait_until
+
+pytestmark = pytest.mark.process  # starts processes of its own
 
 
 def cli(data: Path, *args: str, expect: int | None = 0) -> subprocess.CompletedProcess[str]:

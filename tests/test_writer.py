@@ -281,6 +281,7 @@ def test_a_request_redis_refuses_to_serve_never_stops_the_writer(
     assert refused["ok"] is False and "WRONGTYPE" in refused["error"]
     assert "Taipei" in json.loads(redis_client.lpop("t:fine") or "{}")["text"]
     assert int(redis_client.xpending(KEYS.rpc, GROUP)["pending"]) == 0
+    redis_client.delete("agent:state")  # the agent's own key, which never expires
 
 
 def test_answers_go_on_after_redis_drops_the_connection_or_its_scripts(
@@ -330,6 +331,7 @@ def test_a_batch_of_requests_gets_each_answer_or_error_in_its_own_place(
     assert [fields["prompt"] for _, fields in dead] == hashes
     assert all("WRONGTYPE" in fields["error"] for _, fields in dead)
     assert int(redis_client.xpending(KEYS.rpc, GROUP)["pending"]) == 0
+    redis_client.delete("agent:state")  # the agent's own key, which never expires
 
 
 def test_once_items_once_per_session_in_a_ledger_that_expires(
