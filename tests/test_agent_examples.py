@@ -18,6 +18,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -189,5 +190,5 @@ def test_redis_keys_doc_examples_work(tmp_path: Path) -> None:
         with Client(url) as memory:
             item = memory.get("user.tz")
             assert item is not None and item["id"] in output.splitlines()
-            dead = memory.redis.xrange(memory.keys.dead)
+            dead = cast(list[tuple[str, dict[str, str]]], memory.redis.xrange(memory.keys.dead))
             assert dead and all("01J9Z3TQ6N8W0K4S2V5XH7C1RB" in f["data"] for _, f in dead)
