@@ -34,7 +34,7 @@ Client = Any
 FAST = {
     # quick enough for tests, the same code paths as production
     "MNEMOD_SCHEDULE_HEARTBEAT": "1s",
-    "MNEMOD_SCHEDULE_SNAPSHOT": "1s",
+    "MNEMOD_SCHEDULE_SNAPSHOT": "250ms",
     "MNEMOD_DAEMON_BLOCK": "200ms",
     "MNEMOD_DAEMON_DRAIN_DEADLINE": "30s",
     "MNEMOD_LOG_FORMAT": "json",

@@ -178,8 +178,8 @@ def test_a_batch_delivered_as_the_connection_went_is_read_again(
     client = daemons.client(proc.url_from_stdout())
     proc.wait_log("daemon.running")
     # Redis counts `idle` by the clock's second: 2-4 means 1-5 s. So 5 s of the BLOCK are
-    # left for what follows, and the snapshot interval (1 s) has passed since the last
-    # snapshot: what is read again is written at once, not after the next BLOCK.
+    # left for what follows, and the snapshot interval (under 1 s) has passed since the
+    # last snapshot: what is read again is written at once, not after the next BLOCK.
     wait_until(lambda: 2 <= blocked_for(client) <= 4, timeout=25)
     proc.signal(signal.SIGSTOP)
     try:
