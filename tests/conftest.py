@@ -10,8 +10,9 @@ that starts processes of its own (it uses `daemons`, or its module says
 for the rest. `scripts/test` runs unit and redis, `scripts/test --all` every tier. A test
 outside `process` that starts a process fails, so the fast tiers stay fast.
 
-Guards: a test fails when it leaves a thread running, or a key without a TTL in the
-session's server outside mnemod's own key space (an agent's Redis would keep it forever).
+Guards: a test fails when it leaves a thread running, or a key in the session's server that
+should expire and never does (outside mnemod's own key space, or one of its answers,
+session ledgers or lease): an agent's Redis would keep it forever.
 Every in-process save is also checked against the entries in memory (`saved_as_held`):
 the engine keeps entries' JSON between saves, and a change that skipped `touched` would
 otherwise reach index.json stale without any test noticing.
@@ -105,8 +106,8 @@ def daemons(tmp_path: Path) -> Iterator[DaemonFactory]:
 # -- guards -----------------------------------------------------------------------------
 @pytest.fixture(autouse=True)
 def no_leaked_keys(request: pytest.FixtureRequest) -> Iterator[None]:
-    """A test of the session's server must not leave keys without a TTL outside mnemod's
-    key space: an agent's Redis would keep them forever (reply lists, say)."""
+    """A test of the session's server must not leave a key that should expire and never
+    does (`guards.keys_without_ttl`): an agent's Redis would keep it forever."""
     if "redis_server" not in request.fixturenames:
         yield
         return
@@ -115,7 +116,7 @@ def no_leaked_keys(request: pytest.FixtureRequest) -> Iterator[None]:
         before = keys_without_ttl(client)
         yield
         leaked = sorted(keys_without_ttl(client) - before)
-        assert not leaked, f"keys without a TTL outside mnemod's key space: {leaked[:10]}"
+        assert not leaked, f"keys that should expire and never do: {leaked[:10]}"
     finally:
         client.close()
 

@@ -21,8 +21,10 @@ PROCESS_FIXTURES = {"daemons"}
 REDIS_FIXTURES = {"redis_server"}
 PROCESS_EVENTS = {"subprocess.Popen", "os.posix_spawn", "os.spawn", "os.system", "os.fork"}
 """Audit events (sys.addaudithook) that start a process."""
-OWN_KEY = re.compile(r"[^:{}]+:\{[^:{}]+\}:")
+OWN_KEY = re.compile(r"[^:{}]+:\{[^:{}]+\}:(.*)")
 """mnemod's own key space: `<prefix>:{<namespace>}:…` (redisio/keys.py)."""
+OWN_EXPIRING = ("reply:", "session:", "lease")
+"""mnemod's keys that must expire: answers (60 s), `once` ledgers (a day), the lease."""
 
 
 def tier(item: pytest.Item) -> str:
@@ -64,11 +66,13 @@ class starting_processes:
 
 
 def keys_without_ttl(client: redis.Redis) -> set[str]:
-    """Keys outside mnemod's own key space that never expire: an agent's Redis would keep
-    such a key forever."""
+    """Keys that never expire but should: an agent's Redis would keep them forever. That is
+    any key outside mnemod's own key space (an agent's reply list, say), and of mnemod's
+    own its answers, session ledgers and lease."""
     found = set()
     for key in client.scan_iter(count=1000):
-        if not OWN_KEY.match(key) and client.ttl(key) == -1:
+        own = OWN_KEY.match(key)
+        if (own is None or own.group(1).startswith(OWN_EXPIRING)) and client.ttl(key) == -1:
             found.add(key)
     return found
 

@@ -11,15 +11,18 @@ import redis
 from guards import keys_without_ttl, threads_started
 
 
-def test_a_key_that_never_expires_outside_mnemods_key_space_is_found(
-    redis_client: redis.Redis,
-) -> None:
+def test_a_key_that_never_expires_but_should_is_found(redis_client: redis.Redis) -> None:
     redis_client.rpush("agent:reply:1", "an answer nobody took")
     redis_client.set("agent:reply:2", "an answer", ex=60)
     redis_client.hset("mnemod:{ns}:m:A1", "content", "the daemon's own")
-    redis_client.set("other:{ns}:x", "a configured prefix")
-    assert keys_without_ttl(redis_client) == {"agent:reply:1"}
-    redis_client.delete("agent:reply:1")  # else this test's guard fails it
+    redis_client.set("other:{ns}:status", "a configured prefix")
+    redis_client.rpush("mnemod:{ns}:reply:3", "an answer on mnemod's own reply key")
+    redis_client.sadd("mnemod:{ns}:session:s1", "A1")
+    redis_client.sadd("mnemod:{ns}:session:s2", "A1")
+    redis_client.expire("mnemod:{ns}:session:s2", 60)
+    leaked = {"agent:reply:1", "mnemod:{ns}:reply:3", "mnemod:{ns}:session:s1"}
+    assert keys_without_ttl(redis_client) == leaked
+    redis_client.delete(*leaked)  # else this test's guard fails it
 
 
 def test_a_thread_left_running_is_found() -> None:

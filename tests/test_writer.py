@@ -282,7 +282,8 @@ def test_a_request_redis_refuses_to_serve_never_stops_the_writer(
     assert refused["ok"] is False and "WRONGTYPE" in refused["error"]
     assert "Taipei" in json.loads(redis_client.lpop("t:fine") or "{}")["text"]
     assert int(redis_client.xpending(KEYS.rpc, GROUP)["pending"]) == 0
-    redis_client.delete("agent:state")  # the agent's own key, which never expires
+    # the agent's own key and the ledgers this test spoilt, which never expire
+    redis_client.delete("agent:state", KEYS.sessions("s0"), KEYS.sessions("s1"))
 
 
 def test_answers_go_on_after_redis_drops_the_connection_or_its_scripts(
