@@ -65,7 +65,6 @@ def alive(pid: int) -> bool:
         return False
 
 
-
 def stopped(pid: int) -> bool:
     """Every thread of the process is stopped (SIGSTOP takes effect a moment after kill)."""
     try:
@@ -74,6 +73,7 @@ def stopped(pid: int) -> bool:
     except OSError:
         return False
     return bool(states) and all(state in ("T", "t") for state in states)
+
 
 class DaemonProc:
     """One `mnemod run` process."""
