@@ -77,6 +77,15 @@ def keys_without_ttl(client: redis.Redis) -> set[str]:
     return found
 
 
+PROCESS_WIDE_THREADS = {"tqdm_monitor"}
+"""Library threads that live as long as the process by design, not a test's to stop: tqdm
+starts its monitor with the first progress bar and keeps it."""
+
+
 def threads_started(before: Collection[threading.Thread]) -> list[threading.Thread]:
-    """Threads running now that were not in `before`."""
-    return [t for t in threading.enumerate() if t not in before and t.is_alive()]
+    """Threads running now that were not in `before` (less PROCESS_WIDE_THREADS)."""
+    return [
+        t
+        for t in threading.enumerate()
+        if t not in before and t.is_alive() and t.name not in PROCESS_WIDE_THREADS
+    ]
