@@ -4,7 +4,9 @@ Each daemon runs in its own process group (so a test can kill -9 it like a crash
 stdout and stderr (JSON log lines) go to files next to the data folder, so a failing test
 can show them. The embedded redis-server starts its own session on purpose (it must outlive
 a crashed daemon), so `DaemonFactory.cleanup` also stops every server found through the
-pidfiles of the data folders it handed out: no test leaves a process behind.
+pidfiles of the data folders it handed out: no test leaves a process behind. A test that
+passed must also leave no key that should expire and never does in those servers
+(`guards.keys_without_ttl`, as tests/conftest.py checks in the session's).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 
 import redis
 
+from guards import keys_without_ttl
 from helpers import wait_until
 from mnemod.redisio.connection import connect
 from mnemod.redisio.keys import GROUP, Keys
@@ -36,7 +39,7 @@ Client = Any
 FAST = {
     # quick enough for tests, the same code paths as production
     "MNEMOD_SCHEDULE_HEARTBEAT": "1s",
-    "MNEMOD_SCHEDULE_SNAPSHOT": "1s",
+    "MNEMOD_SCHEDULE_SNAPSHOT": "250ms",
     "MNEMOD_DAEMON_BLOCK": "200ms",
     "MNEMOD_DAEMON_DRAIN_DEADLINE": "30s",
     "MNEMOD_LOG_FORMAT": "json",
@@ -62,6 +65,16 @@ def alive(pid: int) -> bool:
         return stat.read_text().rpartition(")")[2].split()[0] != "Z"
     except OSError:
         return False
+
+
+def stopped(pid: int) -> bool:
+    """Every thread of the process is stopped (SIGSTOP takes effect a moment after kill)."""
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+        states = [(t / "stat").read_text().rpartition(")")[2].split()[0] for t in tasks]
+    except OSError:
+        return False
+    return bool(states) and all(state in ("T", "t") for state in states)
 
 
 class DaemonProc:
@@ -185,6 +198,7 @@ class DaemonFactory:
         self.daemons: list[DaemonProc] = []
         self.data_dirs: list[Path] = []
         self.clients: list[Client] = []
+        self.urls: set[str] = set()
 
     def data_dir(self, name: str = "data") -> Path:
         path = self.root / name
@@ -201,7 +215,22 @@ class DaemonFactory:
     def client(self, url: str) -> Client:
         client = connect(url, socket_timeout=10.0)
         self.clients.append(client)
+        self.urls.add(url)
         return client
+
+    def leaked_keys(self) -> list[str]:
+        """Keys that never expire but should (`guards.keys_without_ttl`) in the servers the
+        test talked to (those still up: a test may have stopped one)."""
+        found: list[str] = []
+        for url in sorted(self.urls):
+            client = connect(url, socket_timeout=5.0)
+            try:
+                found += sorted(keys_without_ttl(client))
+            except redis.ConnectionError:
+                continue
+            finally:
+                client.close()
+        return found
 
     def embedded_pids(self) -> list[int]:
         """Live redis-servers started for the data folders of this test."""
@@ -285,14 +314,17 @@ def add_event(client: Client, content: str, **data: Any) -> str:
 def managed(root: Path) -> Iterator[DaemonFactory]:
     """The body of each daemon test module's `daemons` fixture."""
     factory = DaemonFactory(root)
+    leaked: list[str] = []
     try:
         yield factory
+        leaked = factory.leaked_keys()  # when the test passed: else its own error says more
     finally:
         try:
             factory.cleanup()
         finally:
             for text in factory.report():
                 print(text)  # shown by pytest when the test failed
+    assert not leaked, f"keys that should expire and never do: {leaked[:10]}"
 
 
 def distinct_content(rng: random.Random, words: int = 5) -> str:

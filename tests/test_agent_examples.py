@@ -18,12 +18,15 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import pytest
 
 from daemon_proc import managed
 from helpers import wait_until
 from mnemod.client import Client
+
+pytestmark = pytest.mark.process  # starts processes of its own
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -202,5 +205,5 @@ def test_redis_keys_doc_examples_work(tmp_path: Path) -> None:
         with Client(url) as memory:
             item = memory.get("user.tz")
             assert item is not None and item["id"] in output.splitlines()
-            dead = memory.redis.xrange(memory.keys.dead)
+            dead = cast(list[tuple[str, dict[str, str]]], memory.redis.xrange(memory.keys.dead))
             assert dead and all("01J9Z3TQ6N8W0K4S2V5XH7C1RB" in f["data"] for _, f in dead)

@@ -22,6 +22,8 @@ import pytest
 from daemon_proc import FAST, DaemonFactory
 from helpers import run_cli, wait_until
 
+pytestmark = pytest.mark.process  # the CLI as a real process
+
 MNEMOD = Path(sys.executable).parent / "mnemod"  # what `scripts/install` puts in .venv/bin
 ONCE_L1 = """
 [[memory]]

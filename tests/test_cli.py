@@ -8,7 +8,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from helpers import run_cli
+
+pytestmark = pytest.mark.process  # starts processes of its own
 
 
 class Cli:

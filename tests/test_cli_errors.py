@@ -13,6 +13,8 @@ import pytest
 from helpers import run_cli
 from mnemod.cli.main import build_parser
 
+pytestmark = pytest.mark.process  # runs the CLI (one test reads the parser in process)
+
 
 def subcommands() -> dict[str, argparse.ArgumentParser]:
     parser = build_parser()

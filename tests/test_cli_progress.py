@@ -8,6 +8,8 @@ import io
 import threading
 from pathlib import Path
 
+import pytest
+
 from helpers import run_cli, wait_until
 from mnemod.cli.progress import AroundBars, Spinner, counting, phase
 from mnemod.cli.run_cmd import ReadyStops
@@ -84,6 +86,7 @@ def visible_lines(raw: str) -> list[str]:
     return [line.rsplit("\r", 1)[-1].rstrip() for line in raw.replace("\r\n", "\n").split("\n")]
 
 
+@pytest.mark.process  # runs the CLI
 def test_commands_print_clean_output_on_a_terminal_and_nothing_extra_on_a_pipe(
     tmp_path: Path,
 ) -> None:

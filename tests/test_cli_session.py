@@ -8,9 +8,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.process  # starts processes of its own
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(300)  # some 70 CLI runs: 20 s on an idle machine, 90 on a busy one
 def test_the_scripted_session_shows_every_behaviour(tmp_path: Path) -> None:
     mnemod = shutil.which("mnemod", path=str(Path(sys.executable).parent))
     assert mnemod is not None

@@ -13,6 +13,8 @@ import sys
 import termios
 from pathlib import Path
 
+import pytest
+
 from helpers import run_cli
 from mnemod.cli.terminal import escape_controls
 
@@ -60,6 +62,7 @@ def test_escape_controls() -> None:
     assert escape_controls("Grüße, 東京 🙂") == "Grüße, 東京 🙂"
 
 
+@pytest.mark.process  # runs the CLI
 def test_list_and_get_escape_control_characters_on_a_terminal(tmp_path: Path) -> None:
     added = json.loads(run_cli(tmp_path, "add", HOSTILE, "--key", "deploy", "--json").stdout)
     assert added["content"] == HOSTILE

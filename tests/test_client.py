@@ -13,6 +13,8 @@ from helpers import wait_until
 from mnemod.client import Client, EventRejectedError, NoAnswerError, RequestRejectedError
 from mnemod.errors import InvalidInputError, RedisUnavailableError
 
+pytestmark = pytest.mark.process  # starts processes of its own
+
 
 class Running:
     def __init__(self, proc: DaemonProc, data_dir: Path, url: str) -> None:

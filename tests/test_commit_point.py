@@ -20,6 +20,7 @@ import pytest
 
 from daemon_proc import (
     KEYS,
+    Client,
     DaemonFactory,
     DaemonProc,
     add_event,
@@ -31,7 +32,6 @@ from daemon_proc import (
     unread,
 )
 from helpers import wait_until
-from mnemod.client import Client
 from mnemod.files.l2_markdown import parse_l2
 from mnemod.redisio.embedded import DAEMON_CLIENT
 

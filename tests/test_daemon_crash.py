@@ -14,6 +14,8 @@ import threading
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from daemon_proc import (
     KEYS,
     DaemonFactory,
@@ -113,6 +115,7 @@ def kill_and_restart(
     return current
 
 
+@pytest.mark.slow
 def test_exactly_once_under_kill_9(daemons: DaemonFactory) -> None:
     data = daemons.data_dir()
     env = {"MNEMOD_DAEMON_LEASE_TTL": "2s"}  # a crashed daemon's lease lapses quickly

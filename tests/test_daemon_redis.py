@@ -22,11 +22,11 @@ from daemon_proc import (
     distinct_content,
     index_entries,
     pending,
-    serving_one_fact,
+    stopped,
     unread,
 )
-from helpers import wait_until
-from mnemod.redisio.embedded import EmbeddedRedis
+from helpers import run_cli, wait_until
+from mnemod.redisio.embedded import DAEMON_CLIENT, EmbeddedRedis
 from mnemod.redisio.keys import GROUP
 from mnemod.runtime.writer import CONSUMER
 
@@ -151,18 +151,45 @@ def leader_pid(client: Client) -> int | None:
     return int(holder.split(":")[-2]) if holder else None
 
 
+def blocked_for(client: Client) -> int:
+    """For how many seconds the daemon's XREADGROUP has waited in Redis (its `idle`); -1
+    when no read of the daemon's waits."""
+    for info in client.client_list():
+        if (
+            info["name"].startswith(DAEMON_CLIENT)
+            and info["cmd"] == "xreadgroup"
+            and "b" in info["flags"]
+        ):
+            return int(info["idle"])
+    return -1
+
+
 def test_a_batch_delivered_as_the_connection_went_is_read_again(
     daemons: DaemonFactory,
 ) -> None:
     """Redis delivered a request and an event (they are pending for the daemon), but the
     reply went with the daemon's connection. Once reconnected, the daemon reads its
     pending entries again: the agent waiting for an answer gets it, and the memory is
-    stored. Before, they waited for the next start."""
+    stored. Before, they waited for the next start.
+
+    The connection is killed while the daemon's XREADGROUP waits in Redis, where a lost
+    reply happens. A read that had ended (its BLOCK timed out) leaves an idle connection,
+    which redis-py replaces without an error, and rightly nothing is read again: a 10 s
+    BLOCK (under a 30 s socket timeout) keeps the read waiting while the test acts."""
     data = daemons.data_dir()
-    proc, client = serving_one_fact(daemons, data)
-    wait_until(lambda: blocked_in_read(client), 10)  # its XREADGROUP is in flight
+    tz = "User prefers the Asia/Taipei timezone"
+    run_cli(data, "add", tz, "--type", "preference", "--id", "tz")
+    env = {"MNEMOD_DAEMON_BLOCK": "10s", "MNEMOD_REDIS_SOCKET_TIMEOUT": "30s"}
+    proc = daemons.daemon(data, env=env).start()
+    client = daemons.client(proc.url_from_stdout())
+    proc.wait_log("daemon.running")
+    # Redis counts `idle` by the clock's second: 2-4 means 1-5 s. So 5 s of the BLOCK are
+    # left for what follows, and the snapshot interval (under 1 s) has passed since the
+    # last snapshot: what is read again is written at once, not after the next BLOCK.
+    wait_until(lambda: 2 <= blocked_for(client) <= 4, timeout=25)
     proc.signal(signal.SIGSTOP)
     try:
+        wait_until(lambda: stopped(proc.pid), timeout=10)
         client.client_kill_filter(_type="normal", skipme=True)  # the daemon's connections
         client.xadd(KEYS.rpc, {"op": "resolve", "prompt": "which timezone?", "reply_to": "t:lost"})
         add_event(client, "The user's dog is called Miso", id="dog")

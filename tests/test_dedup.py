@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -29,11 +30,11 @@ def plain(threshold: float) -> DedupConfig:
     return DedupConfig(threshold=threshold, floor=threshold)
 
 
-def entry(entry_id: str, keywords: list[str], minutes: int = 0, **fields: object) -> Entry:
+def entry(entry_id: str, keywords: list[str], minutes: int = 0, **fields: Any) -> Entry:
     at = T0 + timedelta(minutes=minutes)
     return Entry(
         entry_id, "context", " ".join(keywords), at, at, at, None, keywords=keywords, **fields
-    )  # type: ignore[arg-type]
+    )
 
 
 def test_keywords_are_unicode_aware() -> None:

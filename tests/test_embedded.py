@@ -24,6 +24,8 @@ from mnemod.redisio.embedded import (
     socket_path_for,
 )
 
+pytestmark = pytest.mark.process  # starts processes of its own
+
 CRASHING_OWNER = """
 import sys, time
 from pathlib import Path

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -23,7 +24,7 @@ def clock() -> FixedClock:
 
 
 @pytest.fixture
-def store(tmp_path: Path, clock: FixedClock) -> mnemod.Store:
+def store(tmp_path: Path, clock: FixedClock) -> Iterator[mnemod.Store]:
     opened = mnemod.open(tmp_path / "data", clock=clock)
     yield opened
     opened.close()
@@ -102,7 +103,7 @@ def test_text_that_is_not_utf8_is_refused(store: mnemod.Store) -> None:
         {"content": "fine", "source": "\udcff"},
     ):
         with pytest.raises(InvalidInputError, match="not valid UTF-8"):
-            store.add(**fields)  # type: ignore[arg-type]
+            store.add(**fields)
     assert store.list() == []
 
 

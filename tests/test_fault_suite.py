@@ -25,16 +25,24 @@ from typing import Any
 
 import pytest
 
-from daemon_proc import KEYS, DaemonFactory, DaemonProc, distinct_content, managed, pending, unread
+from daemon_proc import (
+    KEYS,
+    Client,
+    DaemonFactory,
+    DaemonProc,
+    distinct_content,
+    managed,
+    pending,
+    unread,
+)
 from helpers import wait_until
-from mnemod.client import Client
 from mnemod.files.journal import read_jsonl
 from mnemod.files.l2_markdown import parse_l2
 from mnemod.redisio.embedded import DAEMON_CLIENT, EmbeddedRedis
 from mnemod.store.paths import NamespacePaths
 from mnemod.store.recovery import read_committed
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.process, pytest.mark.timeout(900)]
 
 FAULTY = {
     "MNEMOD_DAEMON_BATCH_SIZE": "50",  # more commit points to die between
@@ -173,7 +181,11 @@ def test_kill_9_at_random_points_of_a_mixed_ingest_loses_nothing(
     kills = 0
     while entries_read(client) < 9_800 or kills < 50:
         target = min(10_000, entries_read(client) + rng.randint(20, 260))
-        wait_until(lambda t=target, p=proc: entries_read(client) >= t or not p.running(), 60)
+
+        def reached(t: int = target, p: DaemonProc = proc) -> bool:
+            return entries_read(client) >= t or not p.running()
+
+        wait_until(reached, 60)
         proc.kill9()
         kills += 1
         proc = start(daemons, data)

@@ -17,8 +17,10 @@ import pytest
 
 from helpers import run_cli
 
+pytestmark = pytest.mark.process  # the CLI as a real process
+
 MNEMOD = Path(sys.executable).parent / "mnemod"
-THEIRS = {
+THEIRS: dict[str, Any] = {
     "model": "opus",
     "permissions": {"allow": ["Bash(git status)"]},
     "hooks": {

@@ -30,7 +30,7 @@ def item(item_id: str = "A1", **changes: object) -> HotItem:
 
 def snapshot(client: redis.Redis) -> dict[str, object]:
     """Every key of the namespace with its value, read in one MULTI (a consistent view)."""
-    names = sorted(client.keys("mnemod:{ns}:*"))
+    names: list[str] = sorted(map(str, client.keys("mnemod:{ns}:*")))
     pipe = client.pipeline(transaction=True)
     for name in names:
         pipe.type(name)

@@ -8,6 +8,7 @@ import json
 import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -37,7 +38,7 @@ def entry(entry_id: str, content: str, minutes: int = 0) -> Entry:
                  keywords=extract_keywords(content), tokens=len(content.split()))  # fmt: skip
 
 
-def archive_of(data: Path) -> list[dict[str, object]]:
+def archive_of(data: Path) -> list[dict[str, Any]]:
     return list(read_jsonl(data / "default" / "l3" / "archive.jsonl"))
 
 
@@ -114,6 +115,7 @@ def test_repeating_part_of_a_memory_keeps_the_fuller_one(tmp_path: Path, clock: 
     store.close()
 
 
+@pytest.mark.process  # runs the CLI
 def test_a_changed_deploy_day_supersedes_and_history_shows_the_old(
     tmp_path: Path, clock: FixedClock
 ) -> None:
@@ -214,10 +216,11 @@ def test_no_text_ever_leaves_both_the_index_and_the_archive(sequence: list[str])
         store.gc()
         live = set(live_texts(store))
         store.close()
-        archived = {r["entry"]["content"] for r in archive_of(Path(folder) / "data")}  # type: ignore[index]
+        archived = {r["entry"]["content"] for r in archive_of(Path(folder) / "data")}
         assert set(sequence) <= live | archived
 
 
+@pytest.mark.process  # runs the CLI
 def test_dedupe_report_says_why_each_candidate_would_or_would_not_merge(
     tmp_path: Path, clock: FixedClock
 ) -> None:

@@ -10,10 +10,13 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import pytest
 import redis
 
 from daemon_proc import DaemonFactory
 from helpers import run_cli, wait_until
+
+pytestmark = pytest.mark.process  # starts processes of its own
 
 
 def cli(data: Path, *args: str, expect: int | None = 0) -> subprocess.CompletedProcess[str]:
@@ -36,7 +39,7 @@ def test_doctor_follows_the_daemon(daemons: DaemonFactory) -> None:
     down = checks(data, expect=1)
     assert down["redis"]["state"] == "fail" and "unreachable" in down["redis"]["detail"]
     proc = daemons.daemon(data).start()
-    proc.url_from_stdout()
+    proc.wait_log("daemon.running")  # the log is cheap to poll; each doctor is a CLI run
     wait_until(lambda: cli(data, "doctor", "--quiet", expect=None).returncode == 0, timeout=20)
     up = checks(data, expect=0)
     assert {up[name]["state"] for name in ("redis", "daemon", "leader", "index")} == {"ok"}
@@ -55,6 +58,7 @@ def test_doctor_names_a_killed_daemon_on_a_live_redis(
     def healthy() -> bool:
         return cli(data, "doctor", "--redis-url", redis_server, "-q", expect=None).returncode == 0
 
+    proc.wait_log("daemon.running")
     wait_until(healthy, timeout=20)
     proc.kill9()
     report = cli(data, "doctor", "--redis-url", redis_server, expect=1).stdout
@@ -84,7 +88,7 @@ def test_status_and_cli_changes_through_the_daemon(daemons: DaemonFactory) -> No
     data = daemons.data_dir()
     port = free_port()
     proc = daemons.daemon(data, env={"MNEMOD_METRICS_PORT": str(port)}).start()
-    proc.url_from_stdout()
+    proc.wait_log("daemon.running")
     wait_until(lambda: cli(data, "doctor", "--quiet", expect=None).returncode == 0, timeout=20)
     added = json.loads(cli(data, "add", "The cat is named Miso", "--json").stdout)
     assert added["via"] == "daemon" and added["item"]["content"] == "The cat is named Miso"

@@ -6,7 +6,11 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from helpers import run_cli
+
+pytestmark = pytest.mark.process  # starts processes of its own
 
 
 def run(data: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:

@@ -16,6 +16,7 @@ import pytest
 import redis
 
 import mnemod
+from daemon_proc import Client as RedisClient
 from mnemod.client import Client
 from mnemod.clock import SystemClock
 from mnemod.config import load_config
@@ -38,7 +39,7 @@ KEYS = Keys("mnemod", "default")
 
 
 @contextmanager
-def running_writer(folder: Path, client: redis.Redis) -> Iterator[Writer]:
+def running_writer(folder: Path, client: RedisClient) -> Iterator[Writer]:
     """A writer as the daemon builds one (without the daemon's loop around it)."""
     clock = SystemClock()
     config = load_config(None, environ={})
@@ -57,7 +58,7 @@ def running_writer(folder: Path, client: redis.Redis) -> Iterator[Writer]:
 
 
 @pytest.fixture
-def writer(tmp_path: Path, redis_client: redis.Redis) -> Iterator[Writer]:
+def writer(tmp_path: Path, redis_client: RedisClient) -> Iterator[Writer]:
     with running_writer(tmp_path, redis_client) as made:
         yield made
 
@@ -70,7 +71,7 @@ def take_events(writer: Writer) -> None:
     raise AssertionError("the writer applied nothing")
 
 
-def pending(client: redis.Redis) -> int:
+def pending(client: RedisClient) -> int:
     return int(client.xpending(KEYS.events, GROUP)["pending"])
 
 
@@ -80,7 +81,7 @@ def on_disk(writer: Writer) -> list[str]:
 
 
 def test_requests_are_answered_while_a_checkpoint_is_written(
-    writer: Writer, redis_server: str, redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+    writer: Writer, redis_server: str, redis_client: RedisClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     entered, gate = threading.Event(), threading.Event()
     real = l3_store.save_index
@@ -114,7 +115,7 @@ def test_requests_are_answered_while_a_checkpoint_is_written(
 
 
 def test_a_failed_commit_leaves_its_events_for_the_next(
-    writer: Writer, redis_server: str, redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+    writer: Writer, redis_server: str, redis_client: RedisClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     real = ChangeLog.append
     failures = [OSError(28, "No space left on device")]
@@ -151,7 +152,7 @@ def test_failed_commits_are_tried_again_less_and_less_often(
     real = ChangeLog.append
     monkeypatch.setattr(ChangeLog, "append", full)
     monkeypatch.setattr(commits_module, "RETRY_SECONDS", 10.0)
-    waits = []
+    waits: list[int] = []
     with Client(redis_server) as agent:
         agent.add("A fact worth keeping", type="context")
     for _ in range(4):
@@ -177,7 +178,7 @@ def test_an_older_snapshot_never_replaces_a_newer(tmp_path: Path) -> None:
 
 
 def test_a_quiet_writer_serializes_the_entries_it_read_at_start(
-    tmp_path: Path, redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, redis_client: RedisClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = mnemod.open(tmp_path)
     with store.engine.batch():
@@ -214,11 +215,11 @@ def agent_adds_a_fact(writer: Writer, redis_server: str) -> str:
     return fact
 
 
-def ask(client: redis.Redis, prompt: str, reply_to: str) -> None:
+def ask(client: RedisClient, prompt: str, reply_to: str) -> None:
     client.xadd(KEYS.rpc, {"op": "resolve", "prompt": prompt, "reply_to": reply_to})
 
 
-def answer(writer: Writer, client: redis.Redis, reply_to: str, **fields: str) -> str:
+def answer(writer: Writer, client: RedisClient, reply_to: str, **fields: str) -> str:
     """The text of one request's answer."""
     client.xadd(KEYS.rpc, {"op": "resolve", "reply_to": reply_to, **fields})
     writer.step(100)
@@ -226,12 +227,12 @@ def answer(writer: Writer, client: redis.Redis, reply_to: str, **fields: str) ->
 
 
 def test_bytes_that_are_not_utf8_are_dead_lettered_as_sent(
-    writer: Writer, redis_server: str, redis_client: redis.Redis
+    writer: Writer, redis_server: str, redis_client: RedisClient
 ) -> None:
     """An agent's invalid UTF-8 failed the whole read and took the daemon down (at every
     restart: the event stayed in the stream). Such events and requests now go to the dead
     letters with the bytes as sent; a lone surrogate escaped in the JSON is refused too."""
-    raw = redis.Redis.from_url(redis_server)  # bytes in, bytes out, as any language sends
+    raw: RedisClient = redis.Redis.from_url(redis_server)  # bytes in, bytes out, as sent
     try:
         bad = [
             {b"op": b"add", b"data": b'{"content": "caf\xe9 \xff"}'},
@@ -259,7 +260,7 @@ def test_bytes_that_are_not_utf8_are_dead_lettered_as_sent(
 
 
 def test_a_request_redis_refuses_to_serve_never_stops_the_writer(
-    writer: Writer, redis_server: str, redis_client: redis.Redis
+    writer: Writer, redis_server: str, redis_client: RedisClient
 ) -> None:
     """A `reply_to` that holds another type of key made RPUSH fail and took the daemon
     down (and again at each restart: the request stayed pending). Now the request is kept
@@ -289,10 +290,12 @@ def test_a_request_redis_refuses_to_serve_never_stops_the_writer(
     assert refused["ok"] is False and "WRONGTYPE" in refused["error"]
     assert "Taipei" in json.loads(redis_client.lpop("t:fine") or "{}")["text"]
     assert int(redis_client.xpending(KEYS.rpc, GROUP)["pending"]) == 0
+    # the agent's own key and the ledgers this test spoilt, which never expire
+    redis_client.delete("agent:state", KEYS.sessions("s0"), KEYS.sessions("s1"))
 
 
 def test_answers_go_on_after_redis_drops_the_connection_or_its_scripts(
-    writer: Writer, redis_server: str, redis_client: redis.Redis
+    writer: Writer, redis_server: str, redis_client: RedisClient
 ) -> None:
     """Answers go out on a connection the rpc server keeps (not one from the pool per
     answer), and by a script's digest: a server that closed that connection (an idle
@@ -311,7 +314,7 @@ def test_answers_go_on_after_redis_drops_the_connection_or_its_scripts(
 
 
 def test_a_batch_of_requests_gets_each_answer_or_error_in_its_own_place(
-    writer: Writer, redis_server: str, redis_client: redis.Redis
+    writer: Writer, redis_server: str, redis_client: RedisClient
 ) -> None:
     """Answers are sent as each request is resolved, and Redis's replies to them read after
     the batch; an error found then (a `reply_to` holding a hash), and a malformed request in
@@ -338,10 +341,11 @@ def test_a_batch_of_requests_gets_each_answer_or_error_in_its_own_place(
     assert [fields["prompt"] for _, fields in dead] == hashes
     assert all("WRONGTYPE" in fields["error"] for _, fields in dead)
     assert int(redis_client.xpending(KEYS.rpc, GROUP)["pending"]) == 0
+    redis_client.delete("agent:state")  # the agent's own key, which never expires
 
 
 def test_once_items_once_per_session_in_a_ledger_that_expires(
-    writer: Writer, redis_server: str, redis_client: redis.Redis
+    writer: Writer, redis_server: str, redis_client: RedisClient
 ) -> None:
     """Under the daemon, which `once` items a session has seen lives in Redis, expiring a
     day after the session's last request; a request without a session sees them always."""
@@ -361,7 +365,7 @@ def test_once_items_once_per_session_in_a_ledger_that_expires(
 
 
 def test_a_request_is_answered_before_the_bookkeeping_of_earlier_ones(
-    writer: Writer, redis_server: str, redis_client: redis.Redis
+    writer: Writer, redis_server: str, redis_client: RedisClient
 ) -> None:
     fact = agent_adds_a_fact(writer, redis_server)
     writer.commit(force=True)
@@ -384,7 +388,7 @@ def test_a_request_is_answered_before_the_bookkeeping_of_earlier_ones(
 
 
 def test_under_a_load_that_never_pauses_the_bookkeeping_still_goes_on(
-    writer: Writer, redis_server: str, redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+    writer: Writer, redis_server: str, redis_client: RedisClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fact = agent_adds_a_fact(writer, redis_server)
     assert writer.rpc is not None
@@ -400,7 +404,7 @@ def test_under_a_load_that_never_pauses_the_bookkeeping_still_goes_on(
 
 
 def test_a_job_and_a_snapshot_at_shutdown_see_every_selection(
-    writer: Writer, redis_server: str, redis_client: redis.Redis
+    writer: Writer, redis_server: str, redis_client: RedisClient
 ) -> None:
     fact = agent_adds_a_fact(writer, redis_server)
     for n in range(3):

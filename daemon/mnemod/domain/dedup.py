@@ -1,6 +1,6 @@
 """Finding near-duplicates without chaining, and saying why two texts are (not) one memory.
 
-Two entries of the same type are one memory when (DESIGN §1, "Dedup"):
+Two entries of the same type are one memory when (docs/design.md §1, "Dedup"):
 1. their keyword sets have Jaccard ≥ the floor (`jaccard_floor`): a plain set bound, so
    that candidates can be found with a prefix filter over the rarest words;
 2. their score reaches the threshold: the keyword Jaccard with rare words weighing more

@@ -1,4 +1,4 @@
-"""Merging two entries that say the same thing, without losing what either said (DESIGN §1).
+"""Merging two entries that say the same thing, without losing what either said (docs/design.md §1).
 
 `decide_merge` is the whole rule, pure: given the older and the newer entry (dedup already
 found them one memory) it says whether they merge at all, whose text the survivor keeps,

@@ -33,9 +33,9 @@ MAX_ERROR_CHARS = 300
 
 TEXT_ERRORS = "surrogateescape"
 """How replies are decoded. Bytes an agent sent that are not UTF-8 become lone surrogates
-instead of failing the whole read (one bad event took the daemon down, at every restart),
-and are encoded back to the same bytes when written (a dead letter keeps them as sent).
-Whatever reads agents' fields rejects such text with `check_text`."""
+instead of failing the whole read (the event stays in the stream, so the read would fail
+again at every restart), and are encoded back to the same bytes when written (a dead letter
+keeps them as sent). Whatever reads agents' fields rejects such text with `check_text`."""
 
 
 def connect(

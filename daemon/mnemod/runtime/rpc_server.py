@@ -174,8 +174,8 @@ class RpcServer:
         """Read Redis's replies to the answers sent since the last call. An answer Redis
         refused is answered with the error, or kept in the dead letters (`_refuse`). The
         writer calls this after each batch: the replies' round trip overlaps the batch's
-        bookkeeping, instead of delaying it (in a loop of requests, the next one came before
-        the daemon was reading again)."""
+        bookkeeping instead of delaying it, so the daemon is reading the stream again when
+        an agent's next request comes."""
         sent, self._sent = self._sent, []
         if not sent:
             return
