@@ -29,6 +29,7 @@ from mnemod.domain.model import Entry
 from mnemod.domain.resolve import ResolveResult
 from mnemod.domain.validation import NewEntry, check_new_entry, check_update
 from mnemod.errors import InvalidInputError, NotFoundError
+from mnemod.files.atomic import allow_group
 from mnemod.files.l1_files import L1Item, L1Problem, L1Registry
 from mnemod.files.l3_store import EntryTexts
 from mnemod.files.lock import NamespaceLock
@@ -66,6 +67,7 @@ class Engine:
         self.actor = actor
         self.readonly = readonly
         self.counter: TokenCounter = token_counter(config.tokens.encoding)
+        allow_group(config.daemon.group_access)  # the modes of the files made from now on
         self._lock = None if readonly else NamespaceLock(paths.lock)
         if self._lock is not None:
             self._lock.acquire()
