@@ -172,7 +172,7 @@ def test_the_daemon_archives_a_superseded_text(daemons: DaemonFactory) -> None:
     wait_until(lambda: [e["id"] for e in index_entries(data)] == ["deploys"], 10)
     add_event(client, THURSDAY, type="context")
     wait_until(lambda: [e["content"] for e in index_entries(data)] == [THURSDAY], 10)
-    [record] = archive_of(data)
+    [record] = wait_until(lambda: archive_of(data), 10)  # derived from the log right after
     assert record["entry"]["content"] == TUESDAY
     assert "Tuesdays" in run_cli(data, "history", "deploys").stdout
 

@@ -131,7 +131,7 @@ def test_a_failed_commit_leaves_its_events_for_the_next(
         with pytest.raises(OSError, match="No space left"):
             take_events(writer)
         assert pending(redis_client) == 1
-        assert writer.engine.unsaved and writer.unacked
+        assert writer.commits.dirty and writer.unacked
         assert writer.failed_snapshots == 1 and 0 < writer.snapshot_retry_in <= 1.0
         agent.add("Another fact, sent meanwhile", type="context")
         writer.step(1)

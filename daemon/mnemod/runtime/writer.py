@@ -81,6 +81,7 @@ class Writer:
         rpc: RequestHandler | None = None,
     ) -> None:
         self.engine = engine
+        self.commits = engine.commits  # when changes are durable, and what follows them
         self.client = client
         self.keys = keys
         self.config = config
@@ -130,12 +131,12 @@ class Writer:
         """Read one batch of events and requests, apply it, sync the hot layer; with none
         waiting, a slice of the bookkeeping (runtime.bookkeeping)."""
         streams = dict(self.read_from)
-        if self.engine.commits_failing:
+        if self.commits.failing:
             del streams[self.keys.events]  # no more events until the log takes the last
         backlog = any(v != ">" for v in streams.values())
         deferred = self.books.due
         wait = None if backlog or deferred else block_ms  # None: look, don't wait
-        if (self._checkpoint is not None or self.engine.commits_failing) and wait is not None:
+        if (self._checkpoint is not None or self.commits.failing) and wait is not None:
             wait = min(SAVE_POLL_MS if self._checkpoint is not None else 100, wait)
         try:
             replies = self.client.xreadgroup(
@@ -287,16 +288,15 @@ class Writer:
         command); `checkpoint` also writes a checkpoint and waits for it (shutdown). True
         when a checkpoint was started. Then, every `snapshot_interval`, what the
         bookkeeping gathered is sealed."""
-        engine = self.engine
         self._collect(wait=force)
         if force:
             self.books.run(None)
-        failing = engine.commits_failing
+        failing = self.commits.failing
         elapsed = time.monotonic() - self.last_commit
         if failing:
-            due = force or engine.commit_retry_in == 0
+            due = force or self.commits.retry_in == 0
         else:
-            due = force or (engine.unsaved and elapsed >= self.snapshot_interval)
+            due = force or (self.commits.dirty and elapsed >= self.snapshot_interval)
         if due:
             self.last_commit = time.monotonic()
             self._commit_batch()
@@ -304,7 +304,7 @@ class Writer:
             self._ack()  # committed; the acknowledgement went with a dropped connection
         if self.hot_pending:
             self.publish({})  # what Redis did not take the last time
-        engine.derive(everything=checkpoint)
+        self.commits.derive(everything=checkpoint)
         started = self._start_checkpoint(checkpoint)
         if time.monotonic() - self.books.sealed_at >= self.snapshot_interval:
             self.books.seal()
@@ -313,14 +313,14 @@ class Writer:
     @property
     def snapshot_retry_in(self) -> float:
         """Seconds until a failed commit is tried again (0 when none failed)."""
-        return self.engine.commit_retry_in
+        return self.commits.retry_in
 
     @property
     def failed_snapshots(self) -> int:
-        return self.engine.commit_failures
+        return self.commits.failures
 
     def _start_checkpoint(self, force: bool) -> bool:
-        if self._checkpoint is not None or not (force or self.engine.checkpoint_due):
+        if self._checkpoint is not None or not (force or self.commits.checkpoint_due()):
             return False
         started = time.perf_counter()
         job = self.engine.checkpoint_job()
@@ -342,7 +342,7 @@ class Writer:
         if self.rpc is not None:
             self.rpc.settle(None)  # into the entries; the hot layer is rebuilt at start
         self.engine.save()
-        self.engine.derive(everything=True)
+        self.commits.derive(everything=True)
         self.engine.checkpoint()
         log.warning("snapshot.written_without_redis", entries=len(self.engine.entries))
 
@@ -359,7 +359,7 @@ class Writer:
             log.error("checkpoint.failed", error=str(exc)[:300])
             return
         seconds = checkpoint.prepared + written
-        self.engine.checkpoint_written(seq)
+        self.commits.checkpoint_written(seq)
         self.metrics.snapshot_written(self.keys.namespace, seconds)
         log.info(
             "snapshot.written",

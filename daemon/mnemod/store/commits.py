@@ -166,6 +166,11 @@ class Commits:
 
     # ---- the commit point ----------------------------------------------------------------
     @property
+    def failing(self) -> bool:
+        """The last append failed (a full or read-only disk): its record waits."""
+        return self.failures > 0
+
+    @property
     def retry_in(self) -> float:
         """Seconds until a failed append is tried again (0 when none failed)."""
         return max(0.0, self._retry_at - time.monotonic()) if self.failures else 0.0

@@ -10,7 +10,6 @@ what is committed (store.recovery, store.l2_layer).
 
 from __future__ import annotations
 
-import copy
 from collections import Counter
 from contextlib import AbstractContextManager
 from datetime import datetime
@@ -21,27 +20,22 @@ import structlog
 
 from mnemod.clock import Clock
 from mnemod.config import Config
-from mnemod.domain import retention
 from mnemod.domain.gc import GcReport
-from mnemod.domain.keywords import extract_keywords, normalize_keywords
-from mnemod.domain.merge import MergeKind, decide_merge, merge_into
 from mnemod.domain.model import Entry
 from mnemod.domain.resolve import ResolveResult
-from mnemod.domain.validation import NewEntry, check_new_entry, check_update
+from mnemod.domain.validation import NewEntry
 from mnemod.errors import InvalidInputError, NotFoundError
 from mnemod.files.atomic import allow_group
 from mnemod.files.l1_files import L1Item, L1Problem, L1Registry
-from mnemod.files.l3_store import EntryTexts
 from mnemod.files.lock import NamespaceLock
-from mnemod.ids import new_id
+from mnemod.store import changes
 from mnemod.store.bulk import restore_entries, run_gc
-from mnemod.store.commits import Commits
 from mnemod.store.heap import collector_paused
-from mnemod.store.l2_layer import Edit, L2Files
+from mnemod.store.l2_layer import Edit
 from mnemod.store.lookup import Lookup
 from mnemod.store.paths import NamespacePaths
 from mnemod.store.recall import Recall
-from mnemod.store.recovery import recover
+from mnemod.store.recovery import open_namespace
 from mnemod.tokens import TokenCounter, token_counter
 
 log = structlog.get_logger("mnemod.engine")
@@ -74,24 +68,14 @@ class Engine:
         # every object made here lives as long as the engine (see store.heap)
         with collector_paused():
             try:
-                recovered = recover(paths, readonly)
+                opened = open_namespace(paths, clock, autosave=autosave, readonly=readonly)
             except BaseException:
                 self.close()
                 raise
-            self.state = recovered.state
+            self.state, self.commits, self.texts = opened.state, opened.commits, opened.texts
             self.entries: dict[str, Entry] = self.state.entries
             self.l2_entries: dict[str, Entry] = self.state.l2
             self.journal = self.state.journal
-            l2 = L2Files(paths.l2_dir)
-            # A store from before the change log (or one a person began with L2 files): its
-            # L2 files are the truth until the first checkpoint holds them.
-            migrated = recovered.snapshot.l2 is None and recovered.changelog.last_seq == 0
-            if migrated:
-                self.l2_entries.update(l2.read_all())
-                for entry_id in [i for i in self.entries if i in self.l2_entries]:
-                    del self.entries[entry_id]  # promoted, the index not saved after: L2 wins
-            edits = l2.reconcile(self.l2_entries, recovered.l2_written)
-            self.texts = EntryTexts(self.entries.values())  # entry JSON kept between checkpoints
             self.lookup = Lookup()
             for entry in self.entries.values():
                 self.lookup.add(entry)
@@ -100,22 +84,7 @@ class Engine:
             self._by_type: Counter[str] = Counter(e.type for e in self.entries.values())
             self.l1 = L1Registry(l1_dir, config.limits) if l1_dir is not None else None
             self.l1_problems: list[L1Problem] = self.l1.reload_all() if self.l1 is not None else []
-            self.commits = Commits(
-                paths,
-                self.state,
-                self.texts,
-                clock,
-                recovered.changelog,
-                l2,
-                checkpoint_seq=recovered.snapshot.log_seq,
-                autosave=autosave,
-                readonly=readonly,
-            )
             self.commits.take_edit = lambda edit: self._take_edit(edit, self.clock.now())
-            for replayed in recovered.replayed:
-                self.commits.queue_journal(
-                    replayed["seq"], replayed["history"], replayed["archive"]
-                )
             self.changed: dict[str, str] = {}
             self.recall = Recall(self.counter)
             for entry in [*self.entries.values(), *self.l2_entries.values()]:
@@ -123,10 +92,10 @@ class Engine:
             self.recall.sync_l1(self.l1_items())
             self.changed.clear()
             self.last_outcome = ""
-            for edit in edits:
+            for edit in opened.edits:
                 self._take_edit(edit, clock.now())
             if not readonly:
-                if migrated and (paths.index.exists() or self.l2_entries):
+                if opened.migrated and (paths.index.exists() or self.l2_entries):
                     self.commits.checkpoint(self._stats(), force=True)
                 self.commits.commit()
                 self.commits.derive()
@@ -177,35 +146,6 @@ class Engine:
         self.state.last_event_id = event_id
         self.commits.applied(event_id)
 
-    @property
-    def unsaved(self) -> bool:
-        """Changes (accesses included) wait to be committed."""
-        return self.commits.dirty
-
-    @property
-    def commits_failing(self) -> bool:
-        """The last commit could not be appended (a full or read-only disk)."""
-        return self.commits.failures > 0
-
-    @property
-    def commit_failures(self) -> int:
-        return self.commits.failures
-
-    @property
-    def commit_retry_in(self) -> float:
-        return self.commits.retry_in
-
-    @property
-    def checkpoint_due(self) -> bool:
-        return self.commits.checkpoint_due()
-
-    def checkpoint_written(self, seq: int) -> None:
-        self.commits.checkpoint_written(seq)
-
-    def derive(self, everything: bool = False) -> None:
-        """Bring the derived files up to date as far as they can be (see Commits.derive)."""
-        self.commits.derive(everything)
-
     def is_own_l2_write(self, path: Path) -> bool:
         return self.commits.l2.is_own(path)
 
@@ -213,6 +153,14 @@ class Engine:
     def derived_waiting(self) -> dict[str, str]:
         """Derived files behind the change log, with why (status, doctor)."""
         return self.commits.waiting
+
+    def note_change(self) -> None:
+        """A change to keep was made (committed at once with autosave)."""
+        self.commits.changed()
+
+    def note_access(self) -> None:
+        """Only accesses changed (soft state: see store.commits)."""
+        self.commits.accessed()
 
     def archive(self, entry: Entry, reason: str, now: datetime, by: str) -> None:
         """Keep a whole copy of an entry that leaves or is superseded, with the reason."""
@@ -286,50 +234,7 @@ class Engine:
     # ---- writes ------------------------------------------------------------------------
     def add(self, new: NewEntry, now: datetime | None = None, by: str | None = None) -> Entry:
         """Store a memory; returns the entry that holds it (an existing one after dedup)."""
-        check_new_entry(new, self.config)
-        now = now or self.clock.now()
-        actor = by or self.actor
-        if new.id is not None:
-            existing = self.find(new.id)
-            if existing is not None and self.resolve_id(new.id) == existing.id:
-                self.last_outcome = "duplicate"
-                return existing  # a retried add with a client-chosen id is a no-op
-        if new.key is not None and new.key in self.lookup.keys:
-            fields: dict[str, Any] = {"content": new.content, "importance": new.importance}
-            if new.tags:
-                fields["tags"] = new.tags
-            self.last_outcome = "updated"
-            return self.update(self.lookup.keys[new.key], fields, now=now, by=actor)
-        created = new.created_at or now
-        entry = Entry(
-            id=new.id or new_id(created),
-            type=new.type,
-            content=new.content,
-            created_at=created,
-            updated_at=max(created, now),
-            last_accessed_at=created,
-            expires_at=None,
-            key=new.key,
-            importance=new.importance,
-            keywords=self._keywords(new.content, new.keywords),
-            tags=list(dict.fromkeys(new.tags)),
-            tier=new.tier,
-            triggers=list(new.triggers),
-            once=new.once,
-            source=new.source,
-            tokens=self.counter.count(new.content),
-        )
-        entry.expires_at = retention.expires_at(self.config.ttl, entry)
-        match = self.similar(entry)
-        if match is not None and self.fold(match[0], entry, now, actor, score=round(match[1], 3)):
-            self.last_outcome = "merged"
-            return match[0]
-        self.insert(entry)
-        self.last_outcome = "added"
-        self.journal.record(now, "add", entry.id, actor, type=entry.type, key=entry.key)
-        self.touched(entry.id, "add")
-        self.commits.changed()
-        return entry
+        return changes.add(self, new, now, by)
 
     def access(
         self,
@@ -341,16 +246,7 @@ class Engine:
         """Record a use (`times` uses, the last at `now`): extends the TTL and counts toward
         promotion. `selected` marks resolve selections, which ranking does not count as
         evidence of relevance."""
-        entry = self.get(entry_id)
-        now = now or self.clock.now()
-        entry.access_count += times
-        entry.selected_count += times if selected else 0
-        entry.last_accessed_at = max(entry.last_accessed_at, now)
-        if entry.id in self.entries:
-            entry.expires_at = retention.expires_at(self.config.ttl, entry)
-        self.touched(entry.id, "access")
-        self.commits.accessed()
-        return entry
+        return changes.access(self, entry_id, now, selected, times)
 
     def update(
         self,
@@ -359,55 +255,10 @@ class Engine:
         now: datetime | None = None,
         by: str | None = None,
     ) -> Entry:
-        check_update(fields, self.config)
-        entry = self.get(entry_id)
-        now = now or self.clock.now()
-        in_l3 = entry.id in self.entries
-        old_type = entry.type
-        if in_l3:
-            self.lookup.discard(entry)
-        if (
-            "key" in fields
-            and fields["key"] not in (None, entry.key)
-            and fields["key"] in self.lookup.keys
-        ):
-            if in_l3:
-                self.lookup.add(entry)
-            raise InvalidInputError(
-                "key", f"{fields['key']!r} already names entry {self.lookup.keys[fields['key']]}"
-            )
-        for name, value in fields.items():
-            setattr(entry, name, list(value) if isinstance(value, list) else value)
-        if "content" in fields:
-            entry.tokens = self.counter.count(entry.content)
-            if "keywords" not in fields:
-                entry.keywords = self._keywords(entry.content, None)
-        elif "keywords" in fields:
-            entry.keywords = normalize_keywords(fields["keywords"], self.config.limits.max_keywords)
-        entry.updated_at = max(now, entry.updated_at)
-        self.journal.record(now, "update", entry.id, by or self.actor, fields=sorted(fields))
-        self.touched(entry.id, "update")
-        if in_l3:
-            entry.expires_at = retention.expires_at(self.config.ttl, entry)
-            self.lookup.add(entry)
-            self._by_type[old_type] -= 1
-            self._by_type[entry.type] += 1
-        self.commits.changed()
-        return entry
+        return changes.update(self, entry_id, fields, now, by)
 
     def remove(self, entry_id: str, now: datetime | None = None, by: str | None = None) -> Entry:
-        entry = self.get(entry_id)
-        now = now or self.clock.now()
-        actor = by or self.actor
-        self.journal.archive(now, entry, "removed", actor)
-        self.journal.record(now, "remove", entry.id, actor)
-        self.touched(entry.id, "remove")
-        if entry.id in self.entries:
-            self.drop(entry)
-        else:
-            del self.l2_entries[entry.id]
-        self.commits.changed()
-        return entry
+        return changes.remove(self, entry_id, now, by)
 
     def promote(self, entry_id: str, now: datetime | None = None, by: str | None = None) -> Entry:
         """Move an L3 entry into its type's L2 file; it leaves L3 only once L2 is durable."""
@@ -496,64 +347,17 @@ class Engine:
         self.commits.changed()
 
     def _take_edit(self, edit: Edit, now: datetime) -> None:
-        for entry in edit.puts:
-            if entry.id in self.entries:
-                self.drop(self.entries[entry.id])
-            self.l2_entries[entry.id] = entry
-            self.record(now, "edit", entry.id, "person", file=f"{edit.type}.md")
-            self.touched(entry.id, "update")
-        for entry_id in edit.removed:
-            gone = self.l2_entries.pop(entry_id, None)
-            if gone is not None:
-                self.archive(gone, f"deleted from {edit.type}.md", now, "person")
-                self.record(now, "remove", entry_id, "person", file=f"{edit.type}.md")
-                self.touched(entry_id, "remove")
+        changes.take_edit(self, edit, now)
 
     # ---- internals -----------------------------------------------------------------------
-    def _keywords(self, content: str, given: list[str] | None) -> list[str]:
-        limit = self.config.limits.max_keywords
-        return normalize_keywords(given, limit) if given else extract_keywords(content, limit)
 
     def promote_many(self, entries: list[Entry], now: datetime, by: str) -> None:
-        """Move L3 entries into L2: one commit takes them out of L3 and into L2, and their
-        types' files follow (store.l2_layer)."""
-        promoted = [copy.copy(entry) for entry in entries]
-        for entry in promoted:
-            entry.expires_at = None
-            entry.promotable = True
-            entry.updated_at = max(now, entry.updated_at)
-        for original, entry in zip(entries, promoted, strict=True):
-            self.drop(original)
-            self.l2_entries[entry.id] = entry
-            self.journal.record(now, "promote", entry.id, by, type=entry.type)
-            self.touched(entry.id, "promote")
-        self.commits.changed()
+        """Move L3 entries into L2 (see store.changes)."""
+        changes.promote_many(self, entries, now, by)
 
     def fold(self, survivor: Entry, folded: Entry, now: datetime, by: str, **detail: Any) -> bool:
-        """Merge `folded` (the newer) into `survivor` as domain.merge.decide_merge says, the
-        text that leaves archived first; False (nothing changed) when they stay apart."""
-        decision = decide_merge(survivor, folded)
-        if decision.kind is MergeKind.KEEP_APART:
-            return False
-        texts = {"older": copy.copy(survivor), "newer": folded}
-        for role, reason in decision.archive:
-            self.journal.archive(now, texts[role], reason, by)
-        self.lookup.discard(survivor)
-        if folded.id in self.entries:
-            self.drop(folded)
-        merge_into(survivor, folded, now, decision)
-        survivor.expires_at = retention.expires_at(self.config.ttl, survivor)
-        for old_id in [folded.id, *folded.merged_from]:
-            self.lookup.alias(old_id, survivor.id)
-        self.lookup.add(survivor)
-        self.journal.record(
-            now, "merge", survivor.id, by, merged=[folded.id], kind=decision.kind.value,
-            **detail,
-        )  # fmt: skip
-        self.touched(survivor.id, "update")
-        self.touched(folded.id, "remove")
-        self.commits.changed()
-        return True
+        """Merge `folded` into `survivor` (see store.changes); False when they stay apart."""
+        return changes.fold(self, survivor, folded, now, by, **detail)
 
     def insert(self, entry: Entry) -> None:
         self.entries[entry.id] = entry

@@ -15,12 +15,13 @@ from typing import Any
 
 import structlog
 
-from mnemod.clock import parse_time
+from mnemod.clock import Clock, parse_time
 from mnemod.domain.model import Entry
 from mnemod.errors import InvalidInputError
 from mnemod.files.change_log import ChangeLog, CorruptLogError
-from mnemod.files.l3_store import L3Snapshot, load_index
-from mnemod.store.commits import State
+from mnemod.files.l3_store import EntryTexts, L3Snapshot, load_index
+from mnemod.store.commits import Commits, State
+from mnemod.store.l2_layer import Edit, L2Files
 from mnemod.store.paths import NamespacePaths
 
 log = structlog.get_logger("mnemod.recovery")
@@ -114,3 +115,48 @@ def read_committed(paths: NamespacePaths) -> State:
     """What is committed now (checkpoint + log), read without taking the lock or changing
     a file: for readers beside a running writer (the CLI, tests)."""
     return recover(paths, readonly=True).state
+
+
+@dataclass
+class Opened:
+    """A namespace as opened: its state, its commits, the entries' kept JSON, a person's L2
+    edits made while mnemod was away (for the engine to take), and whether its L2 entries
+    came from the files (a store from before the change log)."""
+
+    state: State
+    commits: Commits
+    texts: EntryTexts
+    edits: list[Edit]
+    migrated: bool
+
+
+def open_namespace(
+    paths: NamespacePaths, clock: Clock, *, autosave: bool, readonly: bool
+) -> Opened:
+    """Recover the state, compare the L2 files with it, and set up the commits."""
+    recovered = recover(paths, readonly)
+    state = recovered.state
+    l2 = L2Files(paths.l2_dir)
+    # A store from before the change log (or one a person began with L2 files): its L2
+    # files are the truth until the first checkpoint holds them.
+    migrated = recovered.snapshot.l2 is None and recovered.changelog.last_seq == 0
+    if migrated:
+        state.l2.update(l2.read_all())
+        for entry_id in [i for i in state.entries if i in state.l2]:
+            del state.entries[entry_id]  # promoted, the index not saved after: L2 wins
+    edits = l2.reconcile(state.l2, recovered.l2_written)
+    texts = EntryTexts(state.entries.values())  # entry JSON kept between checkpoints
+    commits = Commits(
+        paths,
+        state,
+        texts,
+        clock,
+        recovered.changelog,
+        l2,
+        checkpoint_seq=recovered.snapshot.log_seq,
+        autosave=autosave,
+        readonly=readonly,
+    )
+    for replayed in recovered.replayed:
+        commits.queue_journal(replayed["seq"], replayed["history"], replayed["archive"])
+    return Opened(state, commits, texts, edits, migrated)
