@@ -104,9 +104,10 @@ def append_line(path: Path, line: str) -> None:
     append_lines(path, [line])
 
 
-def append_lines(path: Path, lines: list[str]) -> None:
-    """Append whole lines and fsync. On failure (a full disk) what reached the file is cut
-    again, so no torn line is left behind to be written a second time."""
+def append_lines(path: Path, lines: list[str], sync: bool = True) -> None:
+    """Append whole lines and fsync (unless `sync` is False: a file derived from a log that
+    is fsynced, the caller syncs before it relies on it). On failure (a full disk) what
+    reached the file is cut again, so no torn line is left behind to be written twice."""
     if not lines:
         return
     make_dirs(path.parent)
@@ -118,13 +119,26 @@ def append_lines(path: Path, lines: list[str]) -> None:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
-            os.fsync(fd)
+            if sync:
+                os.fsync(fd)
         except OSError:
             try:
                 os.ftruncate(fd, before)
             except OSError:
                 pass  # cut when the file is next opened (see ensure_whole_lines)
             raise
+    finally:
+        os.close(fd)
+
+
+def fsync_file(path: Path) -> None:
+    """fsync a file that exists (appended without it before)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.fsync(fd)
     finally:
         os.close(fd)
 

@@ -15,7 +15,7 @@ import structlog
 
 from mnemod.clock import format_time
 from mnemod.domain.model import Entry
-from mnemod.files.atomic import append_lines, ensure_whole_lines
+from mnemod.files.atomic import append_lines, ensure_whole_lines, fsync_file
 
 _TAIL_BYTES = 65536
 log = structlog.get_logger("mnemod.journal")
@@ -77,8 +77,14 @@ class JournalFiles:
             if self.written[name] >= seq:
                 continue
             lines = [json.dumps({**r, "seq": seq}, ensure_ascii=False) for r in records]
-            append_lines(self.paths[name], lines)
+            # not fsynced: the log holds the records until `sync` (before it is pruned)
+            append_lines(self.paths[name], lines, sync=False)
             self.written[name] = seq
+
+    def sync(self) -> None:
+        """Make what was appended durable (the log's records of it may go after this)."""
+        for path in self.paths.values():
+            fsync_file(path)
 
     def skip_to(self, seq: int) -> None:
         """Records up to `seq` have nothing for the files (or are there already)."""

@@ -346,6 +346,7 @@ class Commits:
         if seq < self.checkpoint_seq:
             return
         self._bak_seq, self.checkpoint_seq = self.checkpoint_seq, seq
+        self.journal_files.sync()  # appended without fsync: durable before their records go
         keep_from = min(self._bak_seq, self.journal_files.through) + 1
         removed = self.log.prune_before(keep_from)
         log.info("checkpoint.written", seq=seq, entries=len(self.state.entries), pruned=removed)
