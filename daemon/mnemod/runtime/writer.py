@@ -27,6 +27,7 @@ import structlog
 from mnemod.clock import Clock
 from mnemod.config import Config
 from mnemod.errors import InvalidInputError, NotFoundError
+from mnemod.redisio import streams
 from mnemod.redisio.dead_letters import dead_letter
 from mnemod.redisio.events import Event, is_applied, parse_event
 from mnemod.redisio.keys import GROUP, Keys
@@ -371,11 +372,8 @@ class Writer:
 
     def _ack(self) -> None:
         events, self.unacked = self.unacked, []
-        pipe = self.client.pipeline(transaction=False)
-        for start in range(0, len(events), 1000):
-            pipe.xack(self.keys.events, GROUP, *events[start : start + 1000])
         try:
-            pipe.execute()
+            streams.acknowledge(self.client, self.keys, events)
         except redis.RedisError:
             self.unacked = events + self.unacked  # durable: acknowledged (or skipped) later
             raise
@@ -417,28 +415,11 @@ class Writer:
         self.job_results[name] = {"at": self.clock.now().isoformat(), "ok": True, **result}
 
     def trim(self) -> dict[str, Any]:
-        """Trim events that are acknowledged (below the oldest pending one, at most up to the
-        last applied id); requests are acknowledged as soon as they are answered."""
-        trimmed = 0
-        for stream, floor in ((self.keys.events, self.engine.last_event_id), (self.keys.rpc, None)):
-            summary = self.client.xpending(stream, GROUP)
-            oldest = summary.get("min") if summary and summary.get("pending") else None
-            minid = oldest or floor
-            if stream == self.keys.rpc and oldest is None:
-                info = self.client.xinfo_stream(stream)
-                minid = info.get("last-generated-id")
-            if minid:
-                trimmed += int(self.client.xtrim(stream, minid=minid, approximate=False))
-        trimmed += int(
-            self.client.xtrim(
-                self.keys.dead, maxlen=self.config.daemon.stream_max_len, approximate=True
-            )
-        )
-        return {"trimmed": trimmed}
+        max_len = self.config.daemon.stream_max_len
+        return {"trimmed": streams.trim(self.client, self.keys, self.engine.last_event_id, max_len)}
 
     def pending_count(self) -> int:
-        summary = self.client.xpending(self.keys.events, GROUP)
-        return int(summary.get("pending", 0)) if summary else 0
+        return streams.pending_events(self.client, self.keys)
 
 
 def dumps(data: Any) -> str:
