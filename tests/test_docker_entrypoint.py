@@ -20,6 +20,8 @@ ROOT = Path(__file__).resolve().parent.parent
 ENTRYPOINT = ROOT / "docker" / "entrypoint.sh"
 DROP = "-dac_override,-dac_read_search"
 
+pytestmark = pytest.mark.process  # runs sh and the CLI
+
 
 def run_entrypoint(data_dir: Path, *command: str) -> subprocess.CompletedProcess[str]:
     prefix: list[str] = []
