@@ -180,7 +180,8 @@ class Writer:
             try:
                 if result.applied or result.dead or result.skipped:
                     self._commit_batch()
-                self.publish(self.engine.drain_changes())
+                else:
+                    self.publish(self.engine.drain_changes())
             finally:
                 if self.rpc is not None:
                     self.rpc.collect()  # Redis's replies to the answers, read meanwhile
@@ -277,9 +278,12 @@ class Writer:
 
     # ---- durability ----------------------------------------------------------------------
     def _commit_batch(self) -> None:
-        """Commit the batch's changes and acknowledge its events once the record is durable.
-        A failed append leaves them unacknowledged (retried by `commit`)."""
+        """Commit the batch's changes, bring them into the hot layer, then acknowledge its
+        events: an agent that saw its event acknowledged finds the item in Redis. A failed
+        append leaves them unacknowledged (retried by `commit`); a hot layer Redis did not
+        take delays the acknowledgement until it does."""
         self.engine.save()
+        self.publish(self.engine.drain_changes())
         self._ack()
 
     def commit(self, force: bool = False, checkpoint: bool = False) -> bool:
@@ -302,9 +306,10 @@ class Writer:
             self.last_commit = time.monotonic()
             self._commit_batch()
         elif self.unacked and not failing:
+            self.publish({})  # what Redis did not take the last time, first
             self._ack()  # committed; the acknowledgement went with a dropped connection
         if self.hot_pending:
-            self.publish({})  # what Redis did not take the last time
+            self.publish({})
         self.commits.derive(everything=checkpoint)
         started = self._start_checkpoint(checkpoint)
         if time.monotonic() - self.books.sealed_at >= self.snapshot_interval:
