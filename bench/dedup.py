@@ -90,9 +90,7 @@ class Corpus:
         others = len(self.sides) - (1 if a == b else 2)
         return compare(left, right, config, PairWeights(holding, others), techniques)
 
-    def judge(
-        self, a: str, b: str, config: DedupConfig, techniques: Collection[str]
-    ) -> bool:
+    def judge(self, a: str, b: str, config: DedupConfig, techniques: Collection[str]) -> bool:
         return self.verdict(a, b, config, techniques).merges
 
 

@@ -223,9 +223,7 @@ def test_a_data_folder_with_only_l1_files_answers_and_stays_as_it_was(tmp_path: 
     assert sorted(p.name for p in data.iterdir()) == ["l1"]
 
 
-def test_through_a_daemon_and_while_it_cannot_answer(
-    project: Path, daemons: DaemonFactory
-) -> None:
+def test_through_a_daemon_and_while_it_cannot_answer(project: Path, daemons: DaemonFactory) -> None:
     """With a daemon, the hook asks it (its Redis ledger keeps `once`); while the daemon is
     stuck (SIGSTOP: a long maintenance run), the hook answers from the L1 files before its
     deadline, still honouring `once`, and once a request of its went unanswered it does not

@@ -409,7 +409,14 @@ def test_index_json_is_one_compact_document(store: mnemod.Store) -> None:
     document = json.loads(raw)
     assert raw == json.dumps(document, ensure_ascii=False, separators=(",", ":")) + "\n"
     assert list(document) == [
-        "format", "log_seq", "last_event_id", "saved_at", "stats", "l2_written", "l2", "entries"
+        "format",
+        "log_seq",
+        "last_event_id",
+        "saved_at",
+        "stats",
+        "l2_written",
+        "l2",
+        "entries",
     ]
     assert [e["content"] for e in document["entries"]] == [
         "The build server is called stoat now",

@@ -19,10 +19,19 @@ KEYS = Keys("mnemod", "ns")
 
 def item(item_id: str = "A1", **changes: object) -> HotItem:
     fields: dict[str, object] = {
-        "id": item_id, "layer": "l3", "type": "preference", "key": None,
-        "content": "User prefers Asia/Taipei", "importance": 4, "tokens": 6,
-        "created_at": "2026-01-01T00:00:00.000Z", "last_accessed_at": "2026-01-02T00:00:00.000Z",
-        "access_count": 2, "expires_at": None, "keywords": ("timezone", "taipei"), "score": 1.5,
+        "id": item_id,
+        "layer": "l3",
+        "type": "preference",
+        "key": None,
+        "content": "User prefers Asia/Taipei",
+        "importance": 4,
+        "tokens": 6,
+        "created_at": "2026-01-01T00:00:00.000Z",
+        "last_accessed_at": "2026-01-02T00:00:00.000Z",
+        "access_count": 2,
+        "expires_at": None,
+        "keywords": ("timezone", "taipei"),
+        "score": 1.5,
     }
     fields.update(changes)
     return HotItem(**fields)  # type: ignore[arg-type]
@@ -37,8 +46,12 @@ def snapshot(client: redis.Redis) -> dict[str, object]:
     types = pipe.execute()
     pipe = client.pipeline(transaction=True)
     for name, kind in zip(names, types, strict=True):
-        {"hash": pipe.hgetall, "zset": lambda n: pipe.zrange(n, 0, -1, withscores=True),
-         "set": pipe.smembers, "string": pipe.get}[kind](name)
+        {
+            "hash": pipe.hgetall,
+            "zset": lambda n: pipe.zrange(n, 0, -1, withscores=True),
+            "set": pipe.smembers,
+            "string": pipe.get,
+        }[kind](name)
     values = pipe.execute()
     return dict(zip(names, values, strict=True))
 
@@ -52,13 +65,26 @@ def test_put_writes_hash_and_every_index(hot: HotLayer, redis_client: redis.Redi
     hot.put(item(key="user.tz"))
     state = snapshot(redis_client)
     assert set(state) == {
-        "mnemod:{ns}:m:A1", "mnemod:{ns}:hot", "mnemod:{ns}:kw:timezone",
-        "mnemod:{ns}:kw:taipei", "mnemod:{ns}:key:user.tz",
+        "mnemod:{ns}:m:A1",
+        "mnemod:{ns}:hot",
+        "mnemod:{ns}:kw:timezone",
+        "mnemod:{ns}:kw:taipei",
+        "mnemod:{ns}:key:user.tz",
     }
     stored = state["mnemod:{ns}:m:A1"]
     assert isinstance(stored, dict)
-    for field in ("content", "layer", "type", "key", "importance", "tokens", "created_at",
-                  "last_accessed_at", "access_count", "expires_at"):
+    for field in (
+        "content",
+        "layer",
+        "type",
+        "key",
+        "importance",
+        "tokens",
+        "created_at",
+        "last_accessed_at",
+        "access_count",
+        "expires_at",
+    ):
         assert field in stored
     assert stored["layer"] == "l3" and stored["importance"] == "4" and stored["expires_at"] == ""
     assert state["mnemod:{ns}:hot"] == [("A1", 1.5)]
@@ -115,7 +141,7 @@ def test_unicode_and_overlong_terms(hot: HotLayer, redis_client: redis.Redis) ->
 def test_sync_removes_extras_and_repairs_indexes(hot: HotLayer, redis_client: redis.Redis) -> None:
     for n in range(5):
         hot.put(item(f"I{n}", key=f"k{n}", keywords=("common", f"t{n}")))
-    redis_client.sadd("mnemod:{ns}:kw:common", "ghost")      # dangling index entries
+    redis_client.sadd("mnemod:{ns}:kw:common", "ghost")  # dangling index entries
     redis_client.set("mnemod:{ns}:key:orphan", "ghost")
     redis_client.hset("mnemod:{ns}:m:loose", mapping={"content": "no index"})
     wanted = [item("I1", key="k1", keywords=("common",)), item("N9", layer="l1", score=3.0)]
@@ -128,9 +154,11 @@ def test_sync_removes_extras_and_repairs_indexes(hot: HotLayer, redis_client: re
     assert "mnemod:{ns}:m:loose" not in state
     assert hot.all_ids() == {"I1", "N9"}
     assert hot.ids("l1") == ["N9"]
-    assert sorted(k for k in state if ":kw:" in k) == ["mnemod:{ns}:kw:common",
-                                                     "mnemod:{ns}:kw:taipei",
-                                                     "mnemod:{ns}:kw:timezone"]
+    assert sorted(k for k in state if ":kw:" in k) == [
+        "mnemod:{ns}:kw:common",
+        "mnemod:{ns}:kw:taipei",
+        "mnemod:{ns}:kw:timezone",
+    ]
 
 
 def test_touch_writes_what_an_access_changes_and_nothing_else(
@@ -219,13 +247,28 @@ def test_marker(hot: HotLayer, redis_client: redis.Redis) -> None:
 
 def test_from_entry_round_trip(hot: HotLayer) -> None:
     moment = datetime(2026, 1, 1, tzinfo=UTC)
-    entry = Entry(id="E1", type="context", content="c", created_at=moment, updated_at=moment,
-                  last_accessed_at=moment, expires_at=None, key="k", keywords=["alpha"], tokens=3)
+    entry = Entry(
+        id="E1",
+        type="context",
+        content="c",
+        created_at=moment,
+        updated_at=moment,
+        last_accessed_at=moment,
+        expires_at=None,
+        key="k",
+        keywords=["alpha"],
+        tokens=3,
+    )
     hot.put(HotItem.from_entry(entry, "l3", score=0.7))
     got = hot.get("E1")
     assert got is not None
     assert (got.key, got.keywords, got.tokens, got.created_at, got.expires_at) == (
-        "k", ("alpha",), 3, "2026-01-01T00:00:00.000Z", None)
+        "k",
+        ("alpha",),
+        3,
+        "2026-01-01T00:00:00.000Z",
+        None,
+    )
 
 
 def test_bad_layer_rejected() -> None:

@@ -81,7 +81,8 @@ def test_install_system_lays_out_the_service_and_undoes_it(wheel: Path, tmp_path
 
     uid, gid = ids(root, "mnemod", "passwd"), ids(root, "mnemod", "group")
     passwd = next(
-        line for line in (root / "etc" / "passwd").read_text().splitlines()
+        line
+        for line in (root / "etc" / "passwd").read_text().splitlines()
         if line.startswith("mnemod:")
     )
     assert passwd.endswith(":/var/lib/mnemod:/usr/sbin/nologin")

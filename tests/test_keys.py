@@ -59,9 +59,21 @@ def test_prefix_and_default_namespace() -> None:
 
 def test_every_key_carries_the_hash_tag(keys: Keys) -> None:
     names = [
-        keys.events, keys.dead, keys.rpc, keys.changes, keys.status, keys.item("i"),
-        keys.hot, keys.l1, keys.l2, keys.kw("t"), keys.key("k"), keys.lease,
-        keys.sessions("s"), keys.marker, keys.reply("r"),
+        keys.events,
+        keys.dead,
+        keys.rpc,
+        keys.changes,
+        keys.status,
+        keys.item("i"),
+        keys.hot,
+        keys.l1,
+        keys.l2,
+        keys.kw("t"),
+        keys.key("k"),
+        keys.lease,
+        keys.sessions("s"),
+        keys.marker,
+        keys.reply("r"),
     ]
     assert all(name.startswith("mnemod:{ns}:") for name in names)
     assert len(set(names)) == len(names)
@@ -80,8 +92,10 @@ def test_item_id_inverts_item(keys: Keys) -> None:
         keys.item_id("mnemod:{other}:m:x")
 
 
-@pytest.mark.parametrize(("prefix", "namespace"), [("", "ns"), ("a:b", "ns"), ("m", ""),
-                                                   ("m", "a{b"), ("m", "a}b"), ("m", "a:b")])
+@pytest.mark.parametrize(
+    ("prefix", "namespace"),
+    [("", "ns"), ("a:b", "ns"), ("m", ""), ("m", "a{b"), ("m", "a}b"), ("m", "a:b")],
+)
 def test_bad_prefix_or_namespace(prefix: str, namespace: str) -> None:
     with pytest.raises(InvalidInputError):
         Keys(prefix, namespace)

@@ -75,7 +75,7 @@ def test_a_changed_day_supersedes_the_older_text() -> None:
 
 
 def test_a_contradiction_that_would_lose_more_keeps_both() -> None:
-    """"likes Java" contradicts "dislikes Java", but superseding would drop "likes Python"."""
+    """ "likes Java" contradicts "dislikes Java", but superseding would drop "likes Python"."""
     decision = decide_merge(entry("OLD", BOTH), entry("NEW", JAVA, 1))
     assert (decision.kind, decision.conflicts) == (MergeKind.KEEP_APART, ("negation",))
     assert decision.archive == ()

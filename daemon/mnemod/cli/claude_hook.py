@@ -142,9 +142,7 @@ def _from_daemon(
         note = f"the daemon has left a request unanswered for {behind:.0f} s (busy)"
     else:
         try:
-            return Answer(
-                client.resolve(hook.prompt, budget, session=hook.session, timeout=waited)
-            )
+            return Answer(client.resolve(hook.prompt, budget, session=hook.session, timeout=waited))
         except (NoAnswerError, RedisUnavailableError) as exc:
             note = f"the daemon did not answer within {waited:.1f} s ({type(exc).__name__})"
     seen = _redis_seen(client, hook.session)
@@ -406,9 +404,7 @@ def too_slow(ctx: Context, waited: float) -> str | None:
     size = _index_size(ctx)
     megabytes = size / 1e6
     if not complete and size >= 0.9 * measured_bytes:
-        return (
-            f"{megabytes:.0f} MB of memories took more than {seconds:.1f} s to read last time"
-        )
+        return f"{megabytes:.0f} MB of memories took more than {seconds:.1f} s to read last time"
     expected = seconds * size / measured_bytes if measured_bytes else seconds
     if expected > waited:
         return f"{megabytes:.0f} MB of memories take about {expected:.1f} s to read here"

@@ -127,9 +127,7 @@ class Commits:
     @property
     def dirty(self) -> bool:
         """Something waits to be committed (accesses alone included)."""
-        return bool(
-            self.pending or self.events or self.state.journal.pending or self._unappended
-        )
+        return bool(self.pending or self.events or self.state.journal.pending or self._unappended)
 
     @property
     def hard(self) -> bool:

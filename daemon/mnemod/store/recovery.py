@@ -50,8 +50,11 @@ def recover(paths: NamespacePaths, readonly: bool) -> Recovered:
         apply_record(state, record, changelog)
         recovered.l2_written.update(record.get("l2_written") or {})
         recovered.replayed.append(
-            {"seq": record["seq"], "history": record.get("history") or [],
-             "archive": record.get("archive") or []}
+            {
+                "seq": record["seq"],
+                "history": record.get("history") or [],
+                "archive": record.get("archive") or [],
+            }
         )
         count += 1
     if changelog.last_seq < snapshot.log_seq:
@@ -108,7 +111,6 @@ def _apply_op(state: State, op: dict[str, Any]) -> None:
         entry.expires_at = parse_time(expires, "expires_at") if expires else None
     else:
         raise ValueError(f"unknown op {kind!r}")
-
 
 
 def read_committed(paths: NamespacePaths) -> State:
