@@ -1,0 +1,649 @@
+"""How mnemod holds up as memories accumulate: one command for the scale targets.
+
+For each size the corpus of `resolve_speed.py` (LoCoMo turns varied copy by copy, or
+synthetic sentences without the data file) is built once through `Store.add` inside
+`engine.batch()`, and a copy of the folder is kept as it was built. On that store:
+
+- library: `mnemod.open` (the checkpoint read, the log replayed, the indexes built) and
+  read-only recovery (`read_committed`: checkpoint and log, no indexes); durable `Store.add`
+  with autosave, one change-log commit each (`--adds` of them, p50/p99); `engine.checkpoint()`
+  after an add; `engine.resolve` in process (p50/p99, accesses not recorded);
+- daemon (`mnemod run`, its own embedded redis-server): start-up (process start until the
+  `daemon.running` log line), resident memory of the daemon and of its redis-server after
+  `--settle` s; XADD→visible, one agent adding at `--visible-rate` events/s, timed until the
+  item's hash `m:<id>` exists in the hot layer and, separately, until the event is
+  acknowledged (durable: in the change log); resolve over the RPC stream, idle and while a
+  full GC (`op gc` on the events stream) runs on the writer;
+- durable ingest (on fresh copies of the built store, and of an empty one): `--events`
+  adds XADDed in pipelines by 1 and by 8 agent processes, events/s from the first XADD until
+  the last is acknowledged, and how fast the agents could XADD;
+- GC: `engine.gc()` on a copy, from scratch and again after 1,000 more memories, at sizes
+  up to `--gc-max`; beyond, extrapolated from the measured sizes (log-log fit) and said so.
+
+Ratios are against a baseline of the same run: the smallest size (library add), the empty
+store (ingest, RSS), 1 agent (8 agents), idle RPC resolve (resolve during GC).
+
+    python bench/scale.py [--sizes 1000,10000,100000] [--quick] [--adds 200] [--events 5000]
+        [--gc-max 10000] [--profile] [--out bench/results/scale.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import cProfile
+import io
+import json
+import math
+import multiprocessing
+import os
+import pstats
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "daemon"))
+
+import footprint  # noqa: E402
+import mnemod  # noqa: E402
+import resolve_speed as speed  # noqa: E402
+from mnemod.client import Client  # noqa: E402
+from mnemod.ids import new_id  # noqa: E402
+from mnemod.redisio.connection import connect  # noqa: E402
+from mnemod.redisio.keys import GROUP, Keys  # noqa: E402
+from mnemod.store.paths import NamespacePaths  # noqa: E402
+from mnemod.store.recovery import read_committed  # noqa: E402
+from results import write_results  # noqa: E402
+
+KEYS = Keys("mnemod", "default")
+PIPELINE = 100  # events per XADD pipeline of an ingest agent
+COPY_IGNORE = shutil.ignore_patterns("redis", "*.lock", "*.log")
+
+
+# ---- small helpers --------------------------------------------------------------------------
+def timed(call: Callable[[], Any]) -> float:
+    started = time.perf_counter()
+    call()
+    return time.perf_counter() - started
+
+
+def ms(seconds: float) -> float:
+    return round(seconds * 1000, 2)
+
+
+def stats(samples: Sequence[float]) -> dict[str, Any]:
+    """p50/p99/max in ms of seconds (`percentiles` of resolve_speed, with the max)."""
+    out: dict[str, Any] = speed.percentiles(samples)
+    out["max"] = ms(max(samples)) if samples else float("nan")
+    return out
+
+
+def ratio(value: float, base: float) -> float | None:
+    return round(value / base, 2) if base and not math.isnan(base) else None
+
+
+def copy_store(source: Path, target: Path) -> Path:
+    shutil.copytree(source, target, ignore=COPY_IGNORE)
+    return target
+
+
+# ---- the daemon -----------------------------------------------------------------------------
+class Daemon:
+    """`mnemod run` on a folder; its stderr (JSON log lines) read on a thread so that the
+    moment of `daemon.running` is seen as it is written."""
+
+    def __init__(self, folder: Path) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOD_")} | speed.ENV
+        env["PYTHONPATH"] = str(ROOT / "daemon")
+        args = [sys.executable, "-m", "mnemod.cli.main", "run", "--data-dir", str(folder)]
+        self.folder = folder
+        self.running = threading.Event()
+        self.lines: list[dict[str, Any]] = []
+        self.started = time.perf_counter()
+        self.proc = subprocess.Popen(
+            args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True
+        )
+        self.start_s = float("nan")
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        assert self.proc.stdout is not None
+        self.url = next(w for w in self.proc.stdout.readline().split() if w.startswith("unix://"))
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if not isinstance(row, dict):
+                continue
+            if row.get("event") == "daemon.running" and not self.running.is_set():
+                self.start_s = time.perf_counter() - self.started
+                self.running.set()
+            self.lines.append(row)
+
+    def wait_running(self, timeout: float = 600.0) -> float:
+        deadline = time.monotonic() + timeout
+        while not self.running.wait(0.05):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"daemon did not start on {self.folder}")
+        return self.start_s
+
+    def memory(self) -> dict[str, float]:
+        pid = self.proc.pid
+        redis_kb = sum(footprint.status_kb(c, "VmRSS") for c in footprint.children(pid))
+        return {
+            "rss_mb": round(footprint.status_kb(pid, "VmRSS") / 1024, 1),
+            "peak_mb": round(footprint.status_kb(pid, "VmHWM") / 1024, 1),
+            "redis_mb": round(redis_kb / 1024, 1),
+        }
+
+    def events(self, name: str) -> list[dict[str, Any]]:
+        return [row for row in self.lines if row.get("event") == name]
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(timeout=300)
+        self._reader.join(timeout=10)
+
+
+@contextlib.contextmanager
+def daemon(folder: Path) -> Iterator[Daemon]:
+    running = Daemon(folder)
+    try:
+        running.wait_running()
+        yield running
+    finally:
+        running.stop()
+
+
+def acked_through(client: Any) -> tuple[str, str | None]:
+    """(last delivered id, oldest pending id or None): an event at or below the first and
+    below the second is acknowledged."""
+    pipe = client.pipeline(transaction=False)
+    pipe.xinfo_groups(KEYS.events)
+    pipe.xpending(KEYS.events, GROUP)
+    groups, pending = pipe.execute()
+    last = next((str(g["last-delivered-id"]) for g in groups if g["name"] == GROUP), "0-0")
+    oldest = pending.get("min") if pending and pending.get("pending") else None
+    return last, oldest
+
+
+def is_acked(event_id: str, last: str, oldest: str | None) -> bool:
+    key = speed_key(event_id)
+    return key <= speed_key(last) and (oldest is None or key < speed_key(oldest))
+
+
+def speed_key(stream_id: str) -> tuple[int, int]:
+    milli, _, seq = stream_id.partition("-")
+    return int(milli), int(seq or 0)
+
+
+def add_fields(content: str) -> dict[str, str]:
+    data = {"content": content, "id": new_id(datetime.now(UTC))}
+    return {"op": "add", "data": json.dumps(data)}
+
+
+# ---- daemon measurements --------------------------------------------------------------------
+def xadd_visible(url: str, source: Iterator[str], count: int, rate: float) -> dict[str, Any]:
+    """One agent XADDs `count` adds at `rate`/s; a poller notes when each item's hash is in
+    the hot layer and when its event is acknowledged."""
+    client = connect(url, socket_timeout=60.0)
+    poller = connect(url, socket_timeout=60.0)
+    sent: dict[str, tuple[str, float]] = {}  # item id -> (event id, sent at)
+    visible: dict[str, float] = {}
+    acked: dict[str, float] = {}
+    done = threading.Event()
+    lock = threading.Lock()
+
+    def poll() -> None:
+        while True:
+            with lock:
+                waiting = [(i, e, t) for i, (e, t) in sent.items() if i not in acked]
+                unseen = [i for i in sent if i not in visible]
+            if not waiting and not unseen and done.is_set():
+                return
+            pipe = poller.pipeline(transaction=False)
+            for item_id in unseen:
+                pipe.exists(KEYS.item(item_id))
+            found = pipe.execute() if unseen else []
+            last, oldest = acked_through(poller)
+            now = time.perf_counter()
+            for item_id, hit in zip(unseen, found, strict=True):
+                if hit:
+                    visible[item_id] = now - sent[item_id][1]
+            for item_id, event_id, at in waiting:
+                if is_acked(event_id, last, oldest):
+                    acked[item_id] = now - at
+            if done.is_set() and not waiting and time.perf_counter() - last_sent[0] > 5.0:
+                return  # items folded into others by dedup never get a hash of their own
+            time.sleep(0.001)
+
+    last_sent = [time.perf_counter()]
+    thread = threading.Thread(target=poll, daemon=True)
+    thread.start()
+    interval = 1.0 / rate
+    next_at = time.perf_counter()
+    for _ in range(count):
+        fields = add_fields(next(source))
+        item_id = json.loads(fields["data"])["id"]
+        while time.perf_counter() < next_at:
+            time.sleep(max(0.0, next_at - time.perf_counter()))
+        at = time.perf_counter()
+        event_id = client.xadd(KEYS.events, fields)  # type: ignore[arg-type]
+        with lock:
+            sent[item_id] = (str(event_id), at)
+        last_sent[0] = at
+        next_at += interval
+    done.set()
+    thread.join(timeout=120)
+    return {
+        "rate": rate,
+        "sent": count,
+        "visible_ms": stats(list(visible.values())),
+        "acked_ms": stats(list(acked.values())),
+        "never_visible": count - len(visible),
+    }
+
+
+def _agent(url: str, contents: list[str], go: Any, out: Any) -> None:
+    """An ingest agent: waits for `go`, XADDs its events in pipelines, reports when done."""
+    client = connect(url, socket_timeout=120.0)
+    batches = [contents[i : i + PIPELINE] for i in range(0, len(contents), PIPELINE)]
+    prepared = [[add_fields(c) for c in batch] for batch in batches]
+    last_id = ""
+    go.wait()
+    for batch in prepared:
+        pipe = client.pipeline(transaction=False)
+        for fields in batch:
+            pipe.xadd(KEYS.events, fields)
+        last_id = str(pipe.execute()[-1])
+    out.put((time.time(), last_id))
+
+
+def ingest(folder: Path, source: Iterator[str], events: int, agents: int) -> dict[str, Any]:
+    """`events` adds from `agents` processes into the daemon on `folder`: events/s until all
+    are acknowledged."""
+    with daemon(folder) as running:
+        row: dict[str, Any] = {"agents": agents, "events": events, "start_s": running.start_s}
+        context = multiprocessing.get_context("fork")
+        go, out = context.Event(), context.Queue()
+        share = events // agents
+        procs = [
+            context.Process(
+                target=_agent, args=(running.url, [next(source) for _ in range(share)], go, out)
+            )
+            for _ in range(agents)
+        ]
+        for proc in procs:
+            proc.start()
+        time.sleep(0.5)  # the agents have prepared their events
+        client = connect(running.url, socket_timeout=60.0)
+        started = time.time()
+        go.set()
+        finished = [out.get(timeout=600) for _ in procs]
+        xadd_s = max(at for at, _ in finished) - started
+        last_ids = [event_id for _, event_id in finished]
+        newest = max(last_ids, key=speed_key)
+        while True:
+            last, oldest = acked_through(client)
+            if is_acked(newest, last, oldest):
+                break
+            time.sleep(0.002)
+        seconds = time.time() - started
+        for proc in procs:
+            proc.join(timeout=30)
+        batches = running.events("events.batch")
+        row.update(
+            events=share * agents,
+            seconds=round(seconds, 2),
+            events_per_s=round(share * agents / seconds),
+            xadd_per_s=round(share * agents / xadd_s),
+            batches=len(batches),
+            rss_after_mb=running.memory()["rss_mb"],
+        )
+    return row
+
+
+def rpc_resolves_during_gc(url: str, prompts: Sequence[str], idle_calls: int) -> dict[str, Any]:
+    """Resolve over RPC idle, then while a GC (an `op gc` event) runs on the writer."""
+    memory = Client(url)
+    calls = iter(prompts * 1000)
+    for _ in range(5):
+        memory.resolve(next(calls), budget=speed.BUDGET, timeout=600)
+    idle = [timed(lambda: memory.resolve(next(calls), budget=speed.BUDGET, timeout=600))
+            for _ in range(idle_calls)]  # fmt: skip
+    during: list[tuple[float, float]] = []  # (started, seconds)
+    stop = threading.Event()
+
+    def ask() -> None:
+        while not stop.is_set():
+            started = time.perf_counter()
+            memory.resolve(next(calls), budget=speed.BUDGET, timeout=600)
+            during.append((started, time.perf_counter() - started))
+            time.sleep(0.005)
+
+    asker = threading.Thread(target=ask, daemon=True)
+    asker.start()
+    time.sleep(0.2)
+    client = connect(url, socket_timeout=60.0)
+    gc_sent = time.perf_counter()
+    event_id = str(client.xadd(KEYS.events, {"op": "gc", "data": "{}"}))
+    while not is_acked(event_id, *acked_through(client)):
+        time.sleep(0.005)
+    gc_done = time.perf_counter()
+    time.sleep(0.2)
+    stop.set()
+    asker.join(timeout=600)
+    memory.close()
+    overlapping = [s for at, s in during if at + s >= gc_sent and at <= gc_done]
+    return {
+        "idle_ms": stats(idle),
+        "during_gc_ms": stats(overlapping),
+        "gc_event_s": round(gc_done - gc_sent, 2),
+    }
+
+
+# ---- library measurements -------------------------------------------------------------------
+def library(folder: Path, size: int, source: Iterator[str], prompts: Sequence[str],
+            args: argparse.Namespace) -> dict[str, Any]:  # fmt: skip
+    row: dict[str, Any] = {}
+    paths = NamespacePaths(folder, "default")
+    opens: list[float] = []
+    for _ in range(2):
+        started = time.perf_counter()
+        store = mnemod.open(folder, config=speed.CONFIG)
+        opens.append(time.perf_counter() - started)
+        store.close()
+    row["open_s"] = round(min(opens), 3)
+    row["recover_ro_s"] = round(min(timed(lambda: read_committed(paths)) for _ in range(2)), 3)
+    store = mnemod.open(folder, config=speed.CONFIG)
+    try:
+        when = speed.START + speed.STEP * size
+        contents = [next(source) for _ in range(args.adds)]
+        adds = [
+            timed(lambda c=c, t=when + timedelta(seconds=i): store.add(c, created_at=t))
+            for i, c in enumerate(contents)
+        ]
+        row["add_ms"] = stats(adds)
+        if args.profile:  # more adds, after the timed ones: the profiler slows what it sees
+            profiler = cProfile.Profile()
+            profiler.enable()
+            for _ in range(min(args.adds, 50)):
+                store.add(next(source))
+            profiler.disable()
+            text = io.StringIO()
+            pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(25)
+            row["add_profile"] = text.getvalue()
+        checkpoints = []
+        for _ in range(3):
+            store.add(next(source))
+            checkpoints.append(timed(store.engine.checkpoint))
+        row["checkpoint_s"] = round(min(checkpoints), 3)
+        row["index_mb"] = round(paths.index.stat().st_size / 2**20, 1)
+        engine = store.engine
+        now = when + timedelta(days=1)
+        for prompt in prompts[:10]:
+            engine.resolve(prompt, speed.BUDGET, now=now, record_access=False)
+        resolves = [
+            timed(lambda p=p: engine.resolve(p, speed.BUDGET, now=now, record_access=False))
+            for p in prompts
+        ]
+        row["resolve_ms"] = stats(resolves)
+    finally:
+        store.close()
+    return row
+
+
+def gc_times(folder: Path, source: Iterator[str], size: int) -> dict[str, Any]:
+    """`engine.gc()` from scratch, then after 1,000 more memories."""
+    store = mnemod.open(folder, config=speed.CONFIG)
+    try:
+        first = timed(store.engine.gc)
+        left = len(store.engine.entries)
+        when = speed.START + speed.STEP * (size + 10_000)
+        with store.engine.batch():
+            for index in range(1000):
+                store.add(next(source), created_at=when + timedelta(seconds=index))
+        again = timed(store.engine.gc)
+    finally:
+        store.close()
+    return {"gc_s": round(first, 3), "gc_after_1k_s": round(again, 3), "after_gc": left}
+
+
+def extrapolate(measured: dict[int, float], size: int) -> tuple[float, str]:
+    """Seconds at `size` from a log-log fit through the two largest measured sizes (a
+    quadratic from the one there is, when only one)."""
+    points = sorted(measured.items())
+    if len(points) >= 2:
+        (n1, t1), (n2, t2) = points[-2], points[-1]
+        power = math.log(t2 / t1) / math.log(n2 / n1) if t1 > 0 and t2 > 0 else 2.0
+        how = f"fit n^{power:.2f} through {n1} and {n2}"
+    else:
+        (n2, t2), power = points[-1], 2.0
+        how = f"assumed n^2 from {n2}"
+    return round(t2 * (size / n2) ** power, 1), how
+
+
+# ---- one size -------------------------------------------------------------------------------
+def run_size(size: int, base: Path, turns: list[str], prompts: list[str],
+             args: argparse.Namespace) -> dict[str, Any]:  # fmt: skip
+    source = speed.memories(turns, random.Random(size))
+    folder = base / f"n{size}"
+    row: dict[str, Any] = {"entries": size}
+    row["build_s"] = round(speed.build(folder, size, source), 1)
+    pristine = copy_store(folder, base / f"n{size}-built")
+    log(f"{size}: built in {row['build_s']} s")
+    row.update(library(folder, size, source, prompts, args))
+    log(f"{size}: library add p50 {row['add_ms']['p50']} ms, open {row['open_s']} s")
+    with daemon(folder) as running:
+        row["start_s"] = round(running.start_s, 2)
+        time.sleep(args.settle)
+        row.update(running.memory())
+        row["visible"] = xadd_visible(running.url, source, args.visible, args.visible_rate)
+        if size <= args.gc_max:
+            row["rpc"] = rpc_resolves_during_gc(running.url, prompts, len(prompts))
+        log(f"{size}: daemon start {row['start_s']} s, rss {row['rss_mb']} MB")
+    row["ingest"] = []
+    for agents in (1, 8):
+        copy = copy_store(pristine, base / f"n{size}-ingest{agents}")
+        row["ingest"].append(ingest(copy, source, args.events, agents))
+        shutil.rmtree(copy)
+        log(f"{size}: ingest {agents} agents {row['ingest'][-1]['events_per_s']}/s")
+    if size <= args.gc_max:
+        row.update(gc_times(pristine, source, size))
+        log(f"{size}: gc {row['gc_s']} s")
+    shutil.rmtree(folder)
+    shutil.rmtree(pristine)
+    return row
+
+
+def empty_baseline(base: Path, turns: list[str], args: argparse.Namespace) -> dict[str, Any]:
+    """The empty store: daemon start-up and memory, ingest with 1 and 8 agents."""
+    source = speed.memories(turns, random.Random(0))
+    row: dict[str, Any] = {"entries": 0, "ingest": []}
+    folder = base / "empty"
+    folder.mkdir()
+    with daemon(folder) as running:
+        row["start_s"] = round(running.start_s, 2)
+        time.sleep(args.settle)
+        row.update(running.memory())
+    shutil.rmtree(folder)
+    for agents in (1, 8):
+        folder.mkdir()
+        row["ingest"].append(ingest(folder, source, args.events, agents))
+        shutil.rmtree(folder)
+        log(f"0: ingest {agents} agents {row['ingest'][-1]['events_per_s']}/s")
+    return row
+
+
+def log(text: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
+
+
+# ---- the table ------------------------------------------------------------------------------
+def derive(rows: list[dict[str, Any]], sizes: Sequence[int]) -> dict[str, Any]:
+    """Ratios against the run's baselines, and GC beyond the sizes it ran at."""
+    empty, measured = rows[0], rows[1:]
+    first_add = measured[0]["add_ms"]["p50"] if measured else float("nan")
+    for row in rows:
+        one, eight = row["ingest"]
+        eight["vs_1_agent"] = ratio(eight["events_per_s"], one["events_per_s"])
+        for mine, base in zip(row["ingest"], empty["ingest"], strict=True):
+            mine["vs_empty"] = ratio(mine["events_per_s"], base["events_per_s"])
+        if row["entries"]:
+            row["add_vs_smallest"] = ratio(row["add_ms"]["p50"], first_add)
+            above = row["rss_mb"] - empty["rss_mb"]
+            row["rss_per_entry_kb"] = round(above * 1024 / row["entries"], 2)
+            if "rpc" in row:
+                rpc = row["rpc"]
+                rpc["gc_p99_vs_idle"] = ratio(rpc["during_gc_ms"]["p99"], rpc["idle_ms"]["p99"])
+    gc = {r["entries"]: r["gc_s"] for r in measured if r.get("gc_s", 0) > 0}
+    extrapolated = {}
+    if gc:
+        for size in sorted({*sizes, 100_000}):
+            if size > max(gc):
+                seconds, how = extrapolate(gc, size)
+                extrapolated[str(size)] = {"gc_s": seconds, "extrapolated": how}
+    return extrapolated
+
+
+def cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def table(rows: list[dict[str, Any]], extrapolated: dict[str, Any]) -> str:
+    def pick(path: str) -> Callable[[dict[str, Any]], Any]:
+        def get(row: dict[str, Any]) -> Any:
+            value: Any = row
+            for part in path.split("."):
+                if isinstance(value, list):
+                    value = value[int(part)]
+                elif isinstance(value, dict):
+                    value = value.get(part)
+                else:
+                    return None
+                if value is None:
+                    return None
+            return value
+
+        return get
+
+    lines_spec = [
+        ("build s (batch)", "build_s"),
+        ("library add p50 ms", "add_ms.p50"),
+        ("library add p99 ms", "add_ms.p99"),
+        ("  add p50 vs smallest", "add_vs_smallest"),
+        ("checkpoint write s", "checkpoint_s"),
+        ("index.json MB", "index_mb"),
+        ("mnemod.open s", "open_s"),
+        ("read-only recovery s", "recover_ro_s"),
+        ("resolve in process p50 ms", "resolve_ms.p50"),
+        ("resolve in process p99 ms", "resolve_ms.p99"),
+        ("daemon start-up s", "start_s"),
+        ("daemon RSS MB", "rss_mb"),
+        ("  daemon peak MB", "peak_mb"),
+        ("  RSS above empty KB/entry", "rss_per_entry_kb"),
+        ("redis-server RSS MB", "redis_mb"),
+        ("ingest 1 agent ev/s", "ingest.0.events_per_s"),
+        ("  vs empty store", "ingest.0.vs_empty"),
+        ("  agent XADD ev/s", "ingest.0.xadd_per_s"),
+        ("ingest 8 agents ev/s", "ingest.1.events_per_s"),
+        ("  vs empty store", "ingest.1.vs_empty"),
+        ("  vs 1 agent", "ingest.1.vs_1_agent"),
+        ("  agents XADD ev/s", "ingest.1.xadd_per_s"),
+        ("XADD->hash in hot p50 ms", "visible.visible_ms.p50"),
+        ("XADD->hash in hot p99 ms", "visible.visible_ms.p99"),
+        ("  never in hot (folded)", "visible.never_visible"),
+        ("XADD->acked p50 ms", "visible.acked_ms.p50"),
+        ("XADD->acked p99 ms", "visible.acked_ms.p99"),
+        ("resolve RPC idle p99 ms", "rpc.idle_ms.p99"),
+        ("resolve RPC in GC p50 ms", "rpc.during_gc_ms.p50"),
+        ("resolve RPC in GC p99 ms", "rpc.during_gc_ms.p99"),
+        ("  in GC, requests", "rpc.during_gc_ms.n"),
+        ("  in GC p99 vs idle", "rpc.gc_p99_vs_idle"),
+        ("GC in daemon (op gc) s", "rpc.gc_event_s"),
+        ("GC engine.gc() s", "gc_s"),
+        ("GC after +1,000 s", "gc_after_1k_s"),
+    ]
+    width = 28
+    out = [f"{'':<{width}}" + "".join(f"{r['entries']:>12}" for r in rows)]
+    for label, path in lines_spec:
+        get = pick(path)
+        values = [get(r) for r in rows]
+        if all(v is None for v in values):
+            continue
+        out.append(f"{label:<{width}}" + "".join(f"{cell(v):>12}" for v in values))
+    for size, guess in extrapolated.items():
+        out.append(f"GC at {size}: ~{guess['gc_s']} s EXTRAPOLATED ({guess['extrapolated']})")
+    return "\n".join(out)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default=str(ROOT.parent / "shared" / "data" / "locomo-dev.jsonl"))
+    parser.add_argument("--sizes", default="1000,10000,100000")
+    parser.add_argument("--quick", action="store_true", help="small sizes and counts (~2 min)")
+    parser.add_argument("--adds", type=int, default=200, help="timed durable adds per size")
+    parser.add_argument("--events", type=int, default=4000, help="events per ingest run")
+    parser.add_argument("--visible", type=int, default=400, help="events timed to visible")
+    parser.add_argument("--visible-rate", type=float, default=100.0, help="their events/s")
+    parser.add_argument("--gc-max", type=int, default=10_000, help="largest size GC runs at")
+    parser.add_argument("--settle", type=float, default=1.0, help="s after start-up, for RSS")
+    parser.add_argument("--queries", type=int, default=60, help="distinct resolve prompts")
+    parser.add_argument("--profile", action="store_true", help="cProfile the library adds")
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "scale.json"))
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.sizes, args.adds, args.events, args.visible = "1000,3000", 50, 1000, 150
+        args.gc_max, args.queries, args.settle = 3000, 30, 0.5
+    sizes = sorted(int(s) for s in args.sizes.split(","))
+    turns, questions, label = speed.corpus(Path(args.data))
+    prompts = random.Random(1).sample(questions, min(args.queries, len(questions)))
+    began = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="mnemod-scale-") as name:
+        base = Path(name)
+        rows = [empty_baseline(base, turns, args)]
+        for size in sizes:
+            rows.append(run_size(size, base, turns, prompts, args))
+            # what is measured so far, in case a larger size does not finish
+            write_results(args.out, {"corpus": label, "partial": True, "sizes": rows})
+    extrapolated = derive(rows, sizes)
+    print(f"mnemod at scale, corpus: {label}; {os.cpu_count()} CPUs; "
+          f"{round(time.monotonic() - began)} s")  # fmt: skip
+    print(
+        f"{args.adds} durable adds, {args.events} events per ingest run, {args.visible} "
+        f"events at {args.visible_rate:g}/s for XADD->visible, GC up to {args.gc_max}"
+    )
+    print(table(rows, extrapolated))
+    for row in rows:
+        if "add_profile" in row and row["entries"] == sizes[-1]:
+            print(f"\ncProfile of the durable adds at {row['entries']}:\n{row['add_profile']}")
+    payload = {
+        "corpus": label,
+        "settings": {k: v for k, v in vars(args).items() if k != "out"},
+        "sizes": rows,
+        "gc_extrapolated": extrapolated,
+    }
+    write_results(args.out, payload)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
