@@ -102,10 +102,12 @@ class Daemon:
     """`mnemod run` on a folder; its stderr (JSON log lines) read on a thread so that the
     moment of `daemon.running` is seen as it is written."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, profile: Path | None = None) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOD_")} | speed.ENV
         env["PYTHONPATH"] = str(ROOT / "daemon")
         args = [sys.executable, "-m", "mnemod.cli.main", "run", "--data-dir", str(folder)]
+        if profile is not None:  # the writer's loop runs on the main thread
+            args[1:1] = ["-m", "cProfile", "-o", str(profile)]
         self.folder = folder
         self.running = threading.Event()
         self.lines: list[dict[str, Any]] = []
@@ -160,8 +162,8 @@ class Daemon:
 
 
 @contextlib.contextmanager
-def daemon(folder: Path) -> Iterator[Daemon]:
-    running = Daemon(folder)
+def daemon(folder: Path, profile: Path | None = None) -> Iterator[Daemon]:
+    running = Daemon(folder, profile)
     try:
         running.wait_running()
         yield running
@@ -273,10 +275,12 @@ def _agent(url: str, contents: list[str], go: Any, out: Any) -> None:
     out.put((time.time(), last_id))
 
 
-def ingest(folder: Path, source: Iterator[str], events: int, agents: int) -> dict[str, Any]:
+def ingest(
+    folder: Path, source: Iterator[str], events: int, agents: int, profile: Path | None = None
+) -> dict[str, Any]:
     """`events` adds from `agents` processes into the daemon on `folder`: events/s until all
-    are acknowledged."""
-    with daemon(folder) as running:
+    are acknowledged (the daemon under cProfile, writing to `profile`, when given)."""
+    with daemon(folder, profile) as running:
         row: dict[str, Any] = {"agents": agents, "events": events, "start_s": running.start_s}
         context = multiprocessing.get_context("fork")
         go, out = context.Event(), context.Queue()
@@ -462,6 +466,12 @@ def run_size(size: int, base: Path, turns: list[str], prompts: list[str],
         row["ingest"].append(ingest(copy, source, args.events, agents))
         shutil.rmtree(copy)
         log(f"{size}: ingest {agents} agents {row['ingest'][-1]['events_per_s']}/s")
+    if args.profile and size == args.largest:  # an extra run: the profiler slows it
+        copy = copy_store(pristine, base / f"n{size}-profiled")
+        out = base / "daemon.prof"
+        ingest(copy, source, args.events, 1, profile=out)
+        row["ingest_profile"] = profile_text(out, "cumulative", 30)
+        shutil.rmtree(copy)
     if size <= args.gc_max:
         row.update(gc_times(pristine, source, size))
         log(f"{size}: gc {row['gc_s']} s")
@@ -487,6 +497,15 @@ def empty_baseline(base: Path, turns: list[str], args: argparse.Namespace) -> di
         shutil.rmtree(folder)
         log(f"0: ingest {agents} agents {row['ingest'][-1]['events_per_s']}/s")
     return row
+
+
+def profile_text(path: Path, order: str, top: int) -> str:
+    """The daemon's own functions (start-up included: `Engine.__init__`, `rebuild`; the
+    ingest is under `Writer.step`)."""
+    text = io.StringIO()
+    stats = pstats.Stats(str(path), stream=text).sort_stats(order)
+    stats.print_stats("mnemod/(runtime|store|redisio|domain|files)/", top)
+    return text.getvalue()
 
 
 def log(text: str) -> None:
@@ -570,7 +589,7 @@ def table(rows: list[dict[str, Any]], extrapolated: dict[str, Any]) -> str:
         ("  agents XADD ev/s", "ingest.1.xadd_per_s"),
         ("XADD->hash in hot p50 ms", "visible.visible_ms.p50"),
         ("XADD->hash in hot p99 ms", "visible.visible_ms.p99"),
-        ("  never in hot (folded)", "visible.never_visible"),
+        ("  never in hot (folded/out)", "visible.never_visible"),
         ("XADD->acked p50 ms", "visible.acked_ms.p50"),
         ("XADD->acked p99 ms", "visible.acked_ms.p99"),
         ("resolve RPC idle p99 ms", "rpc.idle_ms.p99"),
@@ -607,13 +626,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--gc-max", type=int, default=10_000, help="largest size GC runs at")
     parser.add_argument("--settle", type=float, default=1.0, help="s after start-up, for RSS")
     parser.add_argument("--queries", type=int, default=60, help="distinct resolve prompts")
-    parser.add_argument("--profile", action="store_true", help="cProfile the library adds")
+    parser.add_argument(
+        "--profile", action="store_true", help="cProfile the adds and the daemon's ingest"
+    )
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "scale.json"))
     args = parser.parse_args(argv)
     if args.quick:
         args.sizes, args.adds, args.events, args.visible = "1000,3000", 50, 1000, 150
         args.gc_max, args.queries, args.settle = 3000, 30, 0.5
     sizes = sorted(int(s) for s in args.sizes.split(","))
+    args.largest = sizes[-1]
     turns, questions, label = speed.corpus(Path(args.data))
     prompts = random.Random(1).sample(questions, min(args.queries, len(questions)))
     began = time.monotonic()
@@ -635,6 +657,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     for row in rows:
         if "add_profile" in row and row["entries"] == sizes[-1]:
             print(f"\ncProfile of the durable adds at {row['entries']}:\n{row['add_profile']}")
+        if "ingest_profile" in row:
+            print(f"\ncProfile of the daemon, 1-agent ingest at {row['entries']}:")
+            print(row["ingest_profile"])
     payload = {
         "corpus": label,
         "settings": {k: v for k, v in vars(args).items() if k != "out"},
