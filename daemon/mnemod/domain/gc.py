@@ -2,6 +2,11 @@
 
 The engine applies the plan (or, in a dry run, only reports it). Steps in order: expire,
 dedup-merge (non-chaining groups), mark promotable, and promote when the policy is `auto`.
+
+Merges are found from a `KeywordIndex` (domain.similar_pairs): given the engine's, kept in
+step with its entries, a plan looks only from the entries changed since the last applied
+plan; without one, from every entry. Either way it forms the groups an exhaustive pass
+over every pair forms (tests/test_gc_plan.py checks it).
 """
 
 from __future__ import annotations
@@ -12,10 +17,17 @@ from datetime import datetime
 from typing import Any
 
 from mnemod.config import Config
-from mnemod.domain.dedup import merge_groups
 from mnemod.domain.merge import MergeKind, decide_merge, merge_into
 from mnemod.domain.model import Entry
 from mnemod.domain.retention import is_expired
+from mnemod.domain.similar_pairs import (
+    Changes,
+    KeywordIndex,
+    PairRule,
+    jaccard_rule,
+    merge_groups,
+    similar_pairs,
+)
 
 
 @dataclass
@@ -24,6 +36,9 @@ class GcPlan:
     merges: list[tuple[str, list[str]]] = field(default_factory=list)  # survivor, folded (in order)
     newly_promotable: list[str] = field(default_factory=list)
     promote: list[str] = field(default_factory=list)
+    # what the merges were looked for from; once the whole plan is applied, the engine
+    # passes it to KeywordIndex.settle (not after a dry run or an expire-only sweep)
+    changes: Changes | None = None
 
     def report(self, entries: list[Entry], dry_run: bool) -> GcReport:
         """What this plan does to `entries` (the L3 entries it was made from)."""
@@ -61,10 +76,25 @@ class GcReport:
         }
 
 
+def merge_rule(config: Config) -> tuple[float, PairRule]:
+    """The keyword Jaccard every merge needs at least, and the rule deciding a pair that
+    reaches it (its score orders a group's partners). It reads `config.dedup` alone: the
+    index settles under that section, and a plan under another looks from every entry."""
+    threshold = config.dedup.threshold
+    return threshold, jaccard_rule(threshold)
+
+
 def plan_gc(
-    entries: list[Entry], config: Config, now: datetime, expire_only: bool = False
+    entries: list[Entry],
+    config: Config,
+    now: datetime,
+    expire_only: bool = False,
+    index: KeywordIndex | None = None,
 ) -> GcPlan:
-    """`expire_only` is the frequent, cheap sweep; the full run also merges and promotes."""
+    """`expire_only` is the frequent, cheap sweep; the full run also merges and promotes.
+
+    `index` holds every entry of `entries` as it is now; without it the merges are looked
+    for from every entry."""
     plan = GcPlan()
     live: list[Entry] = []
     for entry in entries:
@@ -74,14 +104,20 @@ def plan_gc(
             live.append(entry)
     if expire_only:
         return plan
+    by_id = {e.id: e for e in live}
+    floor, rule = merge_rule(config)
+    if index is None:
+        index = KeywordIndex(floor, live)
+    index.tune(floor)
+    plan.changes = index.changes(config.dedup)
+    similar = similar_pairs(index, plan.changes.ids, by_id, floor, rule)
     folded: set[str] = set()
-    for group in merge_groups(live, config.dedup):
+    for group in merge_groups(similar, by_id):
         survivor, *others = group
         taken = _mergeable(survivor, others, now)
         if taken:
             plan.merges.append((survivor.id, [o.id for o in taken]))
             folded.update(o.id for o in taken)
-    by_id = {e.id: e for e in live}
     merged_counts: dict[str, int] = {e.id: e.access_count for e in live}
     for survivor_id, others_ids in plan.merges:
         merged_counts[survivor_id] += sum(by_id[o].access_count for o in others_ids)

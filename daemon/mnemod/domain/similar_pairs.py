@@ -1,0 +1,343 @@
+"""Near-duplicate pairs found without comparing every pair, nor again what did not change.
+
+`KeywordIndex` holds the entries' keywords in postings and remembers which entries were
+added or changed since the last GC plan was applied. A plan looks for pairs from those
+entries only, each looked up with its first words in one global order, rarest first, among
+the set sizes that can still reach the floor (the prefix and length filters of all-pairs
+set-similarity joins; see `KeywordIndex.candidates`); candidates are checked exactly.
+
+Why that finds every pair an exhaustive pass merges: groups are formed greedily (oldest
+first, each entry taking its most similar ungrouped partners, `merge_groups`), so an entry
+left ungrouped has every partner grouped (its first free partner would have joined it).
+Every similar pair thus had an entry in a merged group, which was folded (gone) or is a
+survivor, changed by the merge (so added again, and marked). A pair of two entries left
+unchanged since the last applied plan was not similar then, and is not now, since the pair
+rule reads the two entries alone: the similar pairs now are exactly those with a changed
+entry, and grouping them forms the groups grouping every pair forms.
+
+Memory: the postings (a prefix of each entry's words, 12 bytes a word) and the similar
+pairs found; candidate pairs are never kept.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from bisect import bisect_left, bisect_right
+from collections import Counter, defaultdict
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from dataclasses import dataclass
+
+from mnemod.domain.model import Entry
+
+# a pair's score for grouping, given the two entries and their keyword Jaccard (already
+# ≥ the floor), or None when they must not merge. It reads the two entries alone (and its
+# configuration): a score that moved with other entries would make unchanged pairs similar
+PairRule = Callable[[Entry, Entry, float], float | None]
+
+SLACK = 1e-9  # float error allowed in the filters' favour: they may let through, never drop
+
+
+def prefix_length(size: int, floor: float) -> int:
+    """How many of a set's words (in any one order) must be looked up to meet every set
+    with Jaccard ≥ floor: such a set shares at least ⌈floor·|A|⌉ of A's words, so one of
+    any |A| − ⌈floor·|A|⌉ + 1 of them."""
+    return size - math.ceil(floor * size - SLACK) + 1
+
+
+def jaccard_rule(threshold: float) -> PairRule:
+    """The plain rule: the Jaccard itself, when it reaches `threshold`."""
+
+    def rule(_a: Entry, _b: Entry, score: float) -> float | None:
+        return score if score >= threshold else None
+
+    return rule
+
+
+@dataclass(frozen=True)
+class Changes:
+    """The entries a plan looks from: those changed up to stamp `upto`, under pair rule
+    `rule` (every entry, when the index was never settled under that rule)."""
+
+    ids: tuple[str, ...]
+    upto: int
+    rule: Hashable
+
+
+class KeywordIndex:
+    """The keywords of the entries GC may merge, and those changed since the last plan.
+
+    The caller keeps it in step with its entries: `add` when an entry is stored or any
+    field the pair rule reads changes (its keywords, type, content...), `discard` when it
+    leaves; after applying a whole plan, `settle` with the plan's `Changes`.
+
+    Each entry's distinct words are kept in one global order, rarest first (by their
+    frequency when the order was last fixed; words met since come first, by spelling),
+    and only its first `posted_length` words are posted, each with the set's size and the
+    word's position in it (see `candidates`). A posting list is two arrays sorted by
+    (size, position): 12 bytes an entry, where a dict used as a set takes 40-70."""
+
+    def __init__(self, floor: float, entries: Iterable[Entry] = ()) -> None:
+        self.floor = floor
+        # (type, word) -> codes (set size << 32 | the word's position in it, from 1), sorted,
+        # and the entry ids in the same order
+        self._postings: dict[tuple[str, str], tuple[array[int], list[str]]] = {}
+        self._rank: dict[tuple[str, str], int] = {}  # the global order, as fixed last
+        self._words: dict[str, tuple[str, ...]] = {}  # distinct, in the global order
+        self._kinds: dict[str, str] = {}
+        self._changed: dict[str, int] = {}  # id -> the stamp of its last change
+        self._stamp = 0
+        self._settled_under: Hashable = None  # the pair rule of the last applied plan
+        self._drift = 0  # adds and discards since the order was fixed
+        for entry in entries:
+            self._words[entry.id] = tuple(dict.fromkeys(entry.keywords))
+            self._kinds[entry.id] = entry.type
+            self._stamp += 1
+            self._changed[entry.id] = self._stamp
+        self.reorder(floor)
+
+    def __len__(self) -> int:
+        return len(self._words)
+
+    def __contains__(self, entry_id: object) -> bool:
+        return entry_id in self._words
+
+    def add(self, entry: Entry) -> None:
+        """Index `entry` (again, if it was: what was indexed is replaced) and mark it changed."""
+        self._unindex(entry.id)
+        words = self._words[entry.id] = self._ordered(dict.fromkeys(entry.keywords), entry.type)
+        self._kinds[entry.id] = entry.type
+        self._post(entry.id, entry.type, words)
+        self._stamp += 1
+        self._changed[entry.id] = self._stamp
+        self._drift += 1
+
+    def discard(self, entry_id: str) -> None:
+        """Forget an entry that left; a removal makes no pair similar, so nothing is marked."""
+        self._unindex(entry_id)
+        self._changed.pop(entry_id, None)
+        self._drift += 1
+
+    def changes(self, rule: Hashable) -> Changes:
+        """What a plan under pair rule `rule` must look from: the entries changed since the
+        last `settle`, or every entry when that was under another rule (a configuration
+        reload that lowered the threshold makes pairs of unchanged entries similar)."""
+        ids = self._changed if rule == self._settled_under else self._words
+        return Changes(tuple(ids), self._stamp, rule)
+
+    def settle(self, changes: Changes) -> None:
+        """A plan made from `changes` was applied whole: its entries are unchanged now,
+        except those changed again since (the survivor of a merge), which stay marked."""
+        self._changed = {i: s for i, s in self._changed.items() if s > changes.upto}
+        self._settled_under = changes.rule
+
+    def tune(self, floor: float) -> None:
+        """Made ready for lookups at `floor`: the postings are built again when they were
+        built for a higher floor (their prefixes too short), or when the entries changed
+        by half since the order was fixed (words that became common, posted as rare, make
+        lookups slow). O(entries), about as often as the store doubles."""
+        if floor < self.floor or self._drift > len(self._words) // 2 + 1000:
+            self.reorder(floor)
+
+    def reorder(self, floor: float) -> None:
+        """Fix the global order from the words held now and post every prefix for `floor`."""
+        frequency: Counter[tuple[str, str]] = Counter()
+        for entry_id, words in self._words.items():
+            kind = self._kinds[entry_id]
+            frequency.update((kind, word) for word in words)
+        ranked = sorted(frequency, key=lambda kw: (kw[0], frequency[kw], kw[1]))
+        self._rank = {kind_word: rank for rank, kind_word in enumerate(ranked)}
+        self.floor = floor
+        self._postings = {}
+        self._drift = 0
+        for entry_id, words in self._words.items():
+            kind = self._kinds[entry_id]
+            words = self._words[entry_id] = self._ordered(words, kind)
+            self._post(entry_id, kind, words)
+
+    def kind(self, entry_id: str) -> str:
+        return self._kinds[entry_id]
+
+    @property
+    def held(self) -> Mapping[str, tuple[str, ...]]:
+        """Each indexed entry's distinct keywords, in the global order (not to be changed)."""
+        return self._words
+
+    def candidates(
+        self, words: Iterable[str], kind: str, floor: float, no_larger: bool = False
+    ) -> list[str]:
+        """Ids of the indexed entries of type `kind` that may have keyword Jaccard ≥ floor
+        (at least the index's) with `words` (distinct), each once; with `no_larger`, only
+        those with no more keywords than `words`.
+
+        For sets of sizes n and m, J ≥ floor needs `need` = ⌈floor·(n + m)/(1 + floor)⌉
+        shared words, so m within [floor·n, n/floor] (the length filter). In one global
+        order, two sets sharing o ≥ need words share at least ℓ of their first n − need + ℓ
+        and m − need + ℓ (the k-th shared word is at most k + n − o into either): with
+        ℓ = 2 (1 when need is 1), an entry is a candidate only if two posted words of each
+        size's prefixes meet, which a word two sets share by chance does not make."""
+        if floor < self.floor:
+            raise ValueError(f"floor {floor} is below the index's {self.floor}")
+        ordered = self._ordered(words, kind)
+        size = len(ordered)
+        ratio = floor / (1 + floor)
+        sizes: list[tuple[int, int, int, bool]] = []  # m, how far into ours, codes up to, ℓ = 1
+        largest = size if no_larger else int(size / floor + SLACK)
+        for m in range(max(1, math.ceil(floor * size - SLACK)), largest + 1):
+            need = math.ceil(ratio * (size + m) - SLACK)
+            ell = min(2, need)
+            sizes.append((m, size - need + ell, (m << 32) | (m - need + ell), ell == 1))
+        if not sizes:
+            return []
+        seen: set[str] = set()  # met at one of our words so far
+        twice: set[str] = set()  # met at two
+        once: set[str] = set()  # met where one meeting suffices (need is 1)
+        postings = self._postings
+        for first, word in enumerate(ordered[: sizes[0][1]], start=1):
+            posting = postings.get((kind, word))
+            if posting is None:
+                continue
+            codes, ids = posting
+            here: set[str] = set()  # an entry is posted once under a word
+            low, end = bisect_left(codes, sizes[0][0] << 32), len(codes)
+            for m, reach, last, single in sizes:  # reach falls as m grows
+                if first > reach or low == end:
+                    break
+                code = codes[low]
+                if code >> 32 != m:  # none of size m
+                    continue
+                if code <= last:
+                    high = bisect_right(codes, last, low)
+                    (once if single else here).update(ids[low:high])
+                    low = high
+                low = bisect_left(codes, (m + 1) << 32, low)
+            if here:
+                twice |= seen & here
+                seen |= here
+        return list(twice | once)
+
+    def most_similar(
+        self, words: Iterable[str], kind: str, threshold: float, exclude: str = ""
+    ) -> tuple[str, float] | None:
+        """The indexed entry of type `kind` with the highest keyword Jaccard ≥ threshold
+        with `words` (the smallest id among equals), and that Jaccard: the add path's
+        near-duplicate check."""
+        mine = frozenset(words)
+        best_id, best_score = "", threshold
+        for other_id in self.candidates(mine, kind, threshold):
+            if other_id == exclude:
+                continue
+            score = overlap_score(mine, self._words[other_id])
+            if score > best_score or (score == best_score and (not best_id or other_id < best_id)):
+                best_id, best_score = other_id, score
+        return (best_id, best_score) if best_id else None
+
+    def _ordered(self, words: Iterable[str], kind: str) -> tuple[str, ...]:
+        rank = self._rank
+        return tuple(sorted(words, key=lambda w: (rank.get((kind, w), -1), w)))
+
+    def posted_length(self, size: int) -> int:
+        """How many of a set's first words are posted: the prefix of every size it can
+        pair with, and one more (the second word two prefixes must share)."""
+        return min(size, prefix_length(size, self.floor) + 1)
+
+    def _post(self, entry_id: str, kind: str, words: tuple[str, ...]) -> None:
+        size = len(words)
+        postings = self._postings
+        for position, word in enumerate(words[: self.posted_length(size)], start=1):
+            posting = postings.get((kind, word))
+            if posting is None:
+                posting = postings[(kind, word)] = (array("Q"), [])
+            codes, ids = posting
+            code = (size << 32) | position
+            at = bisect_right(codes, code)
+            codes.insert(at, code)
+            ids.insert(at, entry_id)
+
+    def _unindex(self, entry_id: str) -> None:
+        """Forget an entry's postings as they were made (its keywords or type may have
+        changed since)."""
+        words = self._words.pop(entry_id, ())
+        kind = self._kinds.pop(entry_id, "")
+        size = len(words)
+        for position, word in enumerate(words[: self.posted_length(size)], start=1):
+            codes, ids = self._postings[(kind, word)]
+            code = (size << 32) | position
+            at = ids.index(entry_id, bisect_left(codes, code), bisect_right(codes, code))
+            del codes[at]
+            del ids[at]
+            if not ids:
+                del self._postings[(kind, word)]
+
+
+def overlap_score(mine: frozenset[str], theirs: tuple[str, ...]) -> float:
+    """Keyword Jaccard of two distinct-word collections, as the exhaustive pass computes it."""
+    shared = len(mine.intersection(theirs))
+    union = len(mine) + len(theirs) - shared
+    return shared / union if union else 0.0
+
+
+def similar_pairs(
+    index: KeywordIndex,
+    changed: Iterable[str],
+    entries: Mapping[str, Entry],
+    floor: float,
+    rule: PairRule,
+) -> dict[str, dict[str, float]]:
+    """Every pair with a changed entry whose Jaccard ≥ floor and that `rule` accepts, as
+    a map from each entry to its partners and their scores. Entries not in `entries` (the
+    live ones: an expired entry is still indexed until it is dropped) take no part. Pairs
+    of two unchanged entries are never looked at, and one of two changed entries once."""
+    held = index.held
+    changed_ids = {i for i in changed if i in held}
+    # when every entry changed, a pair is looked for from its larger entry alone (from
+    # both when they are the same size, and checked from the smaller id)
+    everything = len(changed_ids) == len(held)
+    similar: dict[str, dict[str, float]] = defaultdict(dict)
+    for entry_id in changed_ids:
+        entry = entries.get(entry_id)
+        if entry is None:
+            continue
+        words = held[entry_id]
+        size = len(words)
+        mine = frozenset(words)
+        for other_id in index.candidates(words, index.kind(entry_id), floor, everything):
+            theirs = held[other_id]
+            if other_id <= entry_id and (
+                other_id == entry_id
+                or (other_id in changed_ids and (not everything or len(theirs) == size))
+            ):
+                continue
+            shared = len(mine.intersection(theirs))
+            jaccard = shared / (size + len(theirs) - shared)
+            if jaccard < floor:
+                continue
+            other = entries.get(other_id)
+            score = None if other is None else rule(entry, other, jaccard)
+            if score is not None:
+                similar[entry_id][other_id] = score
+                similar[other_id][entry_id] = score
+    return dict(similar)
+
+
+def merge_groups(
+    similar: Mapping[str, Mapping[str, float]], entries: Mapping[str, Entry]
+) -> list[list[Entry]]:
+    """Groups (oldest first) in which every pair is similar; no chaining. Entries are taken
+    oldest first; each opens a group and takes its ungrouped partners, most similar first,
+    that are similar to every member taken so far."""
+    grouped: set[str] = set()
+    groups: list[list[Entry]] = []
+    for entry in sorted((entries[i] for i in similar), key=lambda e: (e.created_at, e.id)):
+        if entry.id in grouped:
+            continue
+        group = [entry]
+        for other_id, _score in sorted(similar[entry.id].items(), key=lambda kv: (-kv[1], kv[0])):
+            if other_id in grouped:
+                continue
+            if all(other_id in similar[member.id] for member in group[1:]):
+                group.append(entries[other_id])
+        if len(group) > 1:
+            grouped.update(member.id for member in group)
+            groups.append(group)
+    return groups
