@@ -279,10 +279,14 @@ def test_another_rule_looks_from_every_entry() -> None:
     assert index.floor == 0.5
 
 
-def test_the_index_refuses_a_floor_below_its_own() -> None:
+def test_a_floor_below_the_index_own_is_refused_or_posted_for() -> None:
+    """Its prefixes are too short for a lower floor: `candidates` refuses it, and the add
+    path's `most_similar` (after a reload lowered the threshold) posts the index again."""
     index = KeywordIndex(0.6, [entry("A", ["x", "y"])])
     with pytest.raises(ValueError, match="below"):
         index.candidates(["x"], "context", 0.5)
+    assert index.most_similar(["x"], "context", 0.5) == ("A", 0.5)
+    assert index.floor == 0.5
 
 
 def test_candidates_hold_every_brute_force_match_after_changes() -> None:

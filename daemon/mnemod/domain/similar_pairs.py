@@ -221,7 +221,10 @@ class KeywordIndex:
     ) -> tuple[str, float] | None:
         """The indexed entry of type `kind` with the highest keyword Jaccard ≥ threshold
         with `words` (the smallest id among equals), and that Jaccard: the add path's
-        near-duplicate check."""
+        near-duplicate check. A threshold below the index's floor (a configuration reload
+        lowered it) posts the index again for it first."""
+        if threshold < self.floor:
+            self.reorder(threshold)
         mine = frozenset(words)
         best_id, best_score = "", threshold
         for other_id in self.candidates(mine, kind, threshold):
