@@ -164,7 +164,12 @@ class KeywordIndex:
         return self._words
 
     def candidates(
-        self, words: Iterable[str], kind: str, floor: float, no_larger: bool = False
+        self,
+        words: Iterable[str],
+        kind: str,
+        floor: float,
+        no_larger: bool = False,
+        in_order: bool = False,
     ) -> list[str]:
         """Ids of the indexed entries of type `kind` that may have keyword Jaccard ≥ floor
         (at least the index's) with `words` (distinct), each once; with `no_larger`, only
@@ -172,16 +177,20 @@ class KeywordIndex:
 
         For sets of sizes n and m, J ≥ floor needs `need` = ⌈floor·(n + m)/(1 + floor)⌉
         shared words, so m within [floor·n, n/floor] (the length filter). In one global
-        order, two sets sharing o ≥ need words share at least ℓ of their first n − need + ℓ
-        and m − need + ℓ (the k-th shared word is at most k + n − o into either): with
-        ℓ = 2 (1 when need is 1), an entry is a candidate only if two posted words of each
-        size's prefixes meet, which a word two sets share by chance does not make."""
+        order, the k-th word two sets share is at most k + n − need into ours and
+        k + m − need into theirs (more words would come before it otherwise), so an entry
+        is a candidate only if its posted words meet ours twice within n − need + 2 and
+        m − need + 2 (once, when need is 1): a word two sets share by chance does not
+        make them candidates. `in_order`: `words` are already in the index's order (an
+        indexed entry's `held` words)."""
         if floor < self.floor:
             raise ValueError(f"floor {floor} is below the index's {self.floor}")
-        ordered = self._ordered(words, kind)
+        ordered = tuple(words) if in_order else self._ordered(words, kind)
         size = len(ordered)
         ratio = floor / (1 + floor)
-        sizes: list[tuple[int, int, int, bool]] = []  # m, how far into ours, codes up to, ℓ = 1
+        # each size m: m, how many of our words to read (falls as m grows), codes up to
+        # the furthest position a meeting can have in theirs, whether one meeting suffices
+        sizes: list[tuple[int, int, int, bool]] = []
         largest = size if no_larger else int(size / floor + SLACK)
         for m in range(max(1, math.ceil(floor * size - SLACK)), largest + 1):
             need = math.ceil(ratio * (size + m) - SLACK)
@@ -191,16 +200,15 @@ class KeywordIndex:
             return []
         seen: set[str] = set()  # met at one of our words so far
         twice: set[str] = set()  # met at two
-        once: set[str] = set()  # met where one meeting suffices (need is 1)
+        once: set[str] = set()  # met where one meeting suffices
         postings = self._postings
         for first, word in enumerate(ordered[: sizes[0][1]], start=1):
             posting = postings.get((kind, word))
             if posting is None:
                 continue
             codes, ids = posting
-            here: set[str] = set()  # an entry is posted once under a word
             low, end = bisect_left(codes, sizes[0][0] << 32), len(codes)
-            for m, reach, last, single in sizes:  # reach falls as m grows
+            for m, reach, last, single in sizes:
                 if first > reach or low == end:
                     break
                 code = codes[low]
@@ -208,12 +216,15 @@ class KeywordIndex:
                     continue
                 if code <= last:
                     high = bisect_right(codes, last, low)
-                    (once if single else here).update(ids[low:high])
+                    met = ids[low:high]
+                    if single:
+                        once.update(met)
+                    else:  # an entry is posted once under a word: met at an earlier one
+                        twice.update(seen.intersection(met))
+                        if first < reach:  # else no second meeting can follow
+                            seen.update(met)
                     low = high
                 low = bisect_left(codes, (m + 1) << 32, low)
-            if here:
-                twice |= seen & here
-                seen |= here
         return list(twice | once)
 
     def most_similar(
@@ -304,7 +315,8 @@ def similar_pairs(
         words = held[entry_id]
         size = len(words)
         mine = frozenset(words)
-        for other_id in index.candidates(words, index.kind(entry_id), floor, everything):
+        kind = index.kind(entry_id)
+        for other_id in index.candidates(words, kind, floor, everything, in_order=True):
             theirs = held[other_id]
             if other_id <= entry_id and (
                 other_id == entry_id
