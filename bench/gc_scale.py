@@ -15,8 +15,11 @@ For each size:
   same corpus are added, and `after_new` is the plan from the index (looking only from the
   entries changed since: the new ones and the merge survivors);
 - `full_check`: whether that plan equals the plan from scratch of the same entries;
+- `looked_from`: how many entries that plan looks from; `pending`: the pairs it judges
+  again because their refusal rested on word weights (which move with the store);
 - `exhaustive`: the pass GC made before (`domain.dedup.merge_groups` over every live
-  entry, whose candidate pairs from a prefix filter are all enumerated and kept in a set):
+  entry, whose candidate pairs from a prefix filter are all enumerated and kept in a set,
+  then judged by `domain.dedup.compare`):
   timed up to `--exhaustive-max` entries, and extrapolated beyond as n² from the largest
   size timed (marked `extrapolated`); `exhaustive_check` says whether the merges matched.
 
@@ -24,10 +27,7 @@ Times are wall seconds and process CPU seconds (the machine may be shared: CPU t
 what the planning itself took). `peak_mb` is the peak of memory allocated during one plan
 (tracemalloc, in a separate run: tracing slows Python down); `index_mb` what the index
 built from all entries keeps, and `lookup_mb` what the engine's `Lookup` keeps for its
-near-duplicate check on add, for comparison. `add_lookup_us` and `add_index_us` time that
-check for 500 more memories of the corpus (after the GC and the new memories) with the
-`Lookup` and with `KeywordIndex.most_similar`, which could replace its postings
-(`add_same`: the same answer every time).
+near-duplicate check on add, for comparison.
 
     python bench/gc_scale.py [--data PATH] [--sizes 10000,50000,100000] [--new 1000]
         [--exhaustive-max 10000] [--out bench/results/gc_scale.json]
@@ -51,9 +51,9 @@ sys.path.insert(0, str(ROOT / "daemon"))
 import resolve_speed as speed  # noqa: E402
 from mnemod.config import Config  # noqa: E402
 from mnemod.domain import dedup  # noqa: E402
-from mnemod.domain.gc import GcPlan, plan_gc  # noqa: E402
+from mnemod.domain.gc import GcPlan, mergeable, plan_gc  # noqa: E402
 from mnemod.domain.keywords import extract_keywords  # noqa: E402
-from mnemod.domain.merge import merge_into  # noqa: E402
+from mnemod.domain.merge import decide_merge, merge_into  # noqa: E402
 from mnemod.domain.model import Entry  # noqa: E402
 from mnemod.domain.retention import is_expired  # noqa: E402
 from mnemod.domain.similar_pairs import KeywordIndex  # noqa: E402
@@ -125,8 +125,12 @@ def lookup_of(entries: list[Entry]) -> Lookup:
 def exhaustive_merges(entries: list[Entry], config: Config, now: datetime) -> list[Any]:
     """The merges of the pass GC made before the index."""
     live = [e for e in entries if not is_expired(e, now)]
-    groups = dedup.merge_groups(live, config.dedup.threshold)
-    return [(g[0].id, [o.id for o in g[1:]]) for g in groups]
+    merges = []
+    for survivor, *others in dedup.merge_groups(live, config.dedup):
+        taken = mergeable(survivor, others, now)
+        if taken:
+            merges.append((survivor.id, [o.id for o in taken]))
+    return merges
 
 
 def apply(plan: GcPlan, entries: dict[str, Entry], index: KeywordIndex, now: datetime) -> None:
@@ -137,14 +141,15 @@ def apply(plan: GcPlan, entries: dict[str, Entry], index: KeywordIndex, now: dat
     for survivor_id, folded_ids in plan.merges:
         survivor = entries[survivor_id]
         for folded_id in folded_ids:
-            merge_into(survivor, entries.pop(folded_id), now)
+            folded = entries.pop(folded_id)
+            merge_into(survivor, folded, now, decide_merge(survivor, folded))
             index.discard(folded_id)
         index.add(survivor)
     for entry_id in plan.promote:
         del entries[entry_id]
         index.discard(entry_id)
-    assert plan.changes is not None
-    index.settle(plan.changes)
+    assert plan.settlement is not None
+    index.settle(plan.settlement)
 
 
 def measure(
@@ -159,7 +164,7 @@ def measure(
     row["merges"] = len(plan.merges)
     row["folded"] = sum(len(folded) for _, folded in plan.merges)
     row["scratch_peak_mb"] = peak_mb(lambda: plan_gc(entries, config, now))
-    row["index_mb"] = kept_mb(lambda: KeywordIndex(config.dedup.threshold, entries))
+    row["index_mb"] = kept_mb(lambda: KeywordIndex(config.dedup.floor, entries))
     row["lookup_mb"] = kept_mb(lambda: lookup_of(entries))
     if size <= exhaustive_max:
         merges, row["exhaustive_s"], row["exhaustive_cpu_s"] = timed(
@@ -169,7 +174,7 @@ def measure(
         row["exhaustive_peak_mb"] = peak_mb(lambda: exhaustive_merges(entries, config, now))
 
     # the first GC applied, then new memories
-    index, row["index_s"], _ = timed(lambda: KeywordIndex(config.dedup.threshold, entries))
+    index, row["index_s"], _ = timed(lambda: KeywordIndex(config.dedup.floor, entries))
     first = plan_gc(entries, config, now, index=index)
     held = {e.id: e for e in entries}
     apply(first, held, index, now)
@@ -177,43 +182,20 @@ def measure(
         held[entry.id] = entry
         index.add(entry)
     current = list(held.values())
-    row["looked_from"] = len(index.changes(config.dedup).ids)
+    changes = index.changes(config.dedup)
+    row["looked_from"], row["pending"] = len(changes.ids), len(changes.pending)
     after, row["after_new_s"], row["after_new_cpu_s"] = timed(
         lambda: plan_gc(current, config, now, index=index)
     )
     row["after_new_merges"] = len(after.merges)
     row["after_new_peak_mb"] = peak_mb(lambda: plan_gc(current, config, now, index=index))
     row["full_check"] = after.merges == plan_gc(current, config, now).merges
-    row.update(add_check(current, index, make_entries(source, size + new, 500, 64), config))
     if size <= exhaustive_max:
         row["after_new_exhaustive_check"] = after.merges == exhaustive_merges(current, config, now)
     for key, value in row.items():
         if isinstance(value, float):
             row[key] = round(value, 3)
     return row
-
-
-def add_check(
-    entries: list[Entry], index: KeywordIndex, probes: list[Entry], config: Config
-) -> dict[str, Any]:
-    """The add path's near-duplicate check, µs per new memory: the engine's `Lookup`
-    against the GC index, on the same entries; and whether every answer was the same."""
-    threshold = config.dedup.threshold
-    lookup = lookup_of(entries)
-    by_id = {e.id: e for e in entries}
-    old, old_s, _ = timed(lambda: [lookup.similar(p, by_id, threshold) for p in probes])
-    new, new_s, _ = timed(
-        lambda: [index.most_similar(p.keywords, p.type, threshold, p.id) for p in probes]
-    )
-    same = all(
-        (a is None and b is None) or (a is not None and b is not None and (a[0].id, a[1]) == b)
-        for a, b in zip(old, new, strict=True)
-    )
-    return {
-        "add_lookup_us": round(old_s / len(probes) * 1e6, 1),
-        "add_index_us": round(new_s / len(probes) * 1e6, 1),
-        "add_same": same,
-    }
 
 
 def extrapolate(rows: list[dict[str, Any]]) -> None:
@@ -249,7 +231,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"  {size} entries done", file=sys.stderr)
     extrapolate(rows)
 
-    print(f"GC merge planning, corpus: {label}; threshold {config.dedup.threshold}")
+    print(
+        f"GC merge planning, corpus: {label}; "
+        f"floor {config.dedup.floor}, threshold {config.dedup.threshold}"
+    )
     print(f"after_new: {args.new} memories added after a GC was applied")
     columns = (
         ("entries", "entries"),
@@ -260,12 +245,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         ("index_mb", "index_mb"),
         ("lookup_mb", "lookup_mb"),
         ("looked_from", "looked_from"),
+        ("pending", "pending"),
         ("after_new_s", "after_new_s"),
         ("after_new_cpu_s", "cpu_s"),
         ("after_new_peak_mb", "peak_mb"),
         ("full_check", "same"),
-        ("add_lookup_us", "add_old_us"),
-        ("add_index_us", "add_new_us"),
         ("exhaustive_s", "exhaust_s"),
         ("exhaustive_peak_mb", "ex_peak_mb"),
         ("speedup", "speedup"),
@@ -286,6 +270,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.out,
         {
             "corpus": label,
+            "floor": config.dedup.floor,
             "threshold": config.dedup.threshold,
             "new": args.new,
             "sizes": rows,

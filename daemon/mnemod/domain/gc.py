@@ -5,26 +5,30 @@ dedup-merge (non-chaining groups), mark promotable, and promote when the policy 
 
 Merges are found from a `KeywordIndex` (domain.similar_pairs): given the engine's, kept in
 step with its entries, a plan looks only from the entries changed since the last applied
-plan; without one, from every entry. Either way it forms the groups an exhaustive pass
-over every pair forms (tests/test_gc_plan.py checks it).
+plan (and judges again the pairs whose refusal rested on word weights); without one, from
+every entry. Either way it forms the groups the exhaustive pass over every pair forms
+(domain.dedup.merge_groups; tests/test_gc_plan.py checks it).
 """
 
 from __future__ import annotations
 
 import copy
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from mnemod.config import Config
+from mnemod.domain.dedup import PairWeights, Side, compare, jaccard_floor
 from mnemod.domain.merge import MergeKind, decide_merge, merge_into
 from mnemod.domain.model import Entry
 from mnemod.domain.retention import is_expired
 from mnemod.domain.similar_pairs import (
-    Changes,
     KeywordIndex,
     PairRule,
-    jaccard_rule,
+    Settlement,
+    Verdict,
     merge_groups,
     similar_pairs,
 )
@@ -36,9 +40,9 @@ class GcPlan:
     merges: list[tuple[str, list[str]]] = field(default_factory=list)  # survivor, folded (in order)
     newly_promotable: list[str] = field(default_factory=list)
     promote: list[str] = field(default_factory=list)
-    # what the merges were looked for from; once the whole plan is applied, the engine
-    # passes it to KeywordIndex.settle (not after a dry run or an expire-only sweep)
-    changes: Changes | None = None
+    # once the whole plan is applied, the engine passes it to KeywordIndex.settle (not
+    # after a dry run or an expire-only sweep)
+    settlement: Settlement | None = None
 
     def report(self, entries: list[Entry], dry_run: bool) -> GcReport:
         """What this plan does to `entries` (the L3 entries it was made from)."""
@@ -76,12 +80,38 @@ class GcReport:
         }
 
 
-def merge_rule(config: Config) -> tuple[float, PairRule]:
-    """The keyword Jaccard every merge needs at least, and the rule deciding a pair that
-    reaches it (its score orders a group's partners). It reads `config.dedup` alone: the
-    index settles under that section, and a plan under another looks from every entry."""
-    threshold = config.dedup.threshold
-    return threshold, jaccard_rule(threshold)
+def merge_rule(
+    config: Config, index: KeywordIndex, absent: Iterable[Entry] = ()
+) -> tuple[float, PairRule]:
+    """The plain keyword Jaccard every merge reaches, and the rule deciding a pair that
+    reaches it: domain.dedup.compare with word weights from the document frequencies of
+    the live entries (the index's, less the indexed entries in `absent`), as
+    domain.dedup.judged_pairs weighs them. A refusal by the score rests on those weights,
+    so it does not last; by the floor or a guard, it does. The rule reads `config.dedup`
+    alone: the index settles under that section, and a plan under another looks from every
+    entry."""
+    dedup_config = config.dedup
+    gone: Counter[tuple[str, str]] = Counter()
+    gone_kinds: Counter[str] = Counter()
+    for entry in absent:
+        if entry.id in index:
+            gone.update((entry.type, word) for word in index.held[entry.id])
+            gone_kinds[entry.type] += 1
+
+    def rule(a: Entry, b: Entry, _jaccard: float) -> Verdict:
+        kind, left, right = a.type, Side.of(a), Side.of(b)
+
+        def holding(word: str) -> int:
+            held = index.holding(kind, word) - gone[(kind, word)]
+            return held - (word in left.words) - (word in right.words)
+
+        others = index.count(kind) - gone_kinds[kind] - 2
+        verdict = compare(left, right, dedup_config, PairWeights(holding, others))
+        if verdict.merges:
+            return Verdict(verdict.score)
+        return Verdict(None, lasting=verdict.refused_by != "score")
+
+    return jaccard_floor(dedup_config), rule
 
 
 def plan_gc(
@@ -93,31 +123,41 @@ def plan_gc(
 ) -> GcPlan:
     """`expire_only` is the frequent, cheap sweep; the full run also merges and promotes.
 
-    `index` holds every entry of `entries` as it is now; without it the merges are looked
-    for from every entry."""
+    `index` holds every entry of `entries` as it is now (domain.similar_pairs.KeywordIndex,
+    kept by the engine); without it the merges are looked for from every entry."""
     plan = GcPlan()
     live: list[Entry] = []
+    expired: list[Entry] = []
     for entry in entries:
         if is_expired(entry, now):
             plan.expired.append(entry.id)
+            expired.append(entry)
         else:
             live.append(entry)
     if expire_only:
         return plan
     by_id = {e.id: e for e in live}
-    floor, rule = merge_rule(config)
+    floor = jaccard_floor(config.dedup)
     if index is None:
         index = KeywordIndex(floor, live)
     index.tune(floor)
-    plan.changes = index.changes(config.dedup)
-    similar = similar_pairs(index, plan.changes.ids, by_id, floor, rule)
+    changes = index.changes(config.dedup)
+    floor, rule = merge_rule(config, index, expired)
+    similar, pending = similar_pairs(index, changes, by_id, floor, rule)
     folded: set[str] = set()
+    grouped: set[str] = set()
     for group in merge_groups(similar, by_id):
         survivor, *others = group
-        taken = _mergeable(survivor, others, now)
+        grouped.update(member.id for member in group)
+        taken = mergeable(survivor, others, now)
         if taken:
             plan.merges.append((survivor.id, [o.id for o in taken]))
             folded.update(o.id for o in taken)
+    # a group member that stays as it was (kept apart, or a survivor that took nothing)
+    # stays marked: its pairs were similar and are looked at again
+    plan.settlement = Settlement(
+        changes.upto, changes.rule, frozenset(grouped - folded), frozenset(pending)
+    )
     merged_counts: dict[str, int] = {e.id: e.access_count for e in live}
     for survivor_id, others_ids in plan.merges:
         merged_counts[survivor_id] += sum(by_id[o].access_count for o in others_ids)
@@ -132,7 +172,7 @@ def plan_gc(
     return plan
 
 
-def _mergeable(survivor: Entry, others: list[Entry], now: datetime) -> list[Entry]:
+def mergeable(survivor: Entry, others: list[Entry], now: datetime) -> list[Entry]:
     """The members that merge into `survivor`, in order, as the engine will fold them (each
     decided against the survivor as the previous folds leave it); those that contradict it
     and say more besides stay apart (domain.merge.decide_merge)."""

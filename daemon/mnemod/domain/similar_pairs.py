@@ -4,19 +4,23 @@
 added or changed since the last GC plan was applied. A plan looks for pairs from those
 entries only, each looked up with its first words in one global order, rarest first, among
 the set sizes that can still reach the floor (the prefix and length filters of all-pairs
-set-similarity joins; see `KeywordIndex.candidates`); candidates are checked exactly.
+set-similarity joins; see `KeywordIndex.candidates`); candidates are judged by a pair rule
+that may only refuse more than the plain Jaccard floor.
 
 Why that finds every pair an exhaustive pass merges: groups are formed greedily (oldest
 first, each entry taking its most similar ungrouped partners, `merge_groups`), so an entry
 left ungrouped has every partner grouped (its first free partner would have joined it).
-Every similar pair thus had an entry in a merged group, which was folded (gone) or is a
-survivor, changed by the merge (so added again, and marked). A pair of two entries left
-unchanged since the last applied plan was not similar then, and is not now, since the pair
-rule reads the two entries alone: the similar pairs now are exactly those with a changed
-entry, and grouping them forms the groups grouping every pair forms.
+Every accepted pair thus had an entry in a group, which was folded (gone), is a survivor
+changed by the merge (added again, so marked), or did not change (kept apart, or a
+survivor that took nothing): the plan's `Settlement` keeps those marked. A refusal that
+rests on the two entries alone (the floor, a guard) holds while they do not change; one
+that rests on the rest of the store (word weights from document frequencies) does not,
+so such pairs are judged again at every plan (`Changes.pending`). So the pairs accepted
+now are exactly those found from the marked entries and the pending pairs, and grouping
+them forms the groups grouping every pair forms.
 
-Memory: the postings (a prefix of each entry's words, 12 bytes a word) and the similar
-pairs found; candidate pairs are never kept.
+Memory: the postings (a prefix of each entry's words, 12 bytes a word), the pending
+pairs and the accepted pairs found; candidate pairs are never kept.
 """
 
 from __future__ import annotations
@@ -27,13 +31,24 @@ from bisect import bisect_left, bisect_right
 from collections import Counter, defaultdict
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from mnemod.domain.model import Entry
 
-# a pair's score for grouping, given the two entries and their keyword Jaccard (already
-# ≥ the floor), or None when they must not merge. It reads the two entries alone (and its
-# configuration): a score that moved with other entries would make unchanged pairs similar
-PairRule = Callable[[Entry, Entry, float], float | None]
+
+class Verdict(NamedTuple):
+    """A pair rule's answer: the score the pair merges with (it orders a group's
+    partners), or None; `lasting` says whether a refusal holds as long as the two entries do
+    not change (False when it also rests on the rest of the store, such as word weights
+    from document frequencies: the pair is judged again at every plan)."""
+
+    score: float | None
+    lasting: bool = True
+
+
+# decides a pair of the same type (the smaller id first) whose keyword Jaccard, given, is
+# already ≥ the floor; it may only refuse more
+PairRule = Callable[[Entry, Entry, float], Verdict]
 
 SLACK = 1e-9  # float error allowed in the filters' favour: they may let through, never drop
 
@@ -48,20 +63,34 @@ def prefix_length(size: int, floor: float) -> int:
 def jaccard_rule(threshold: float) -> PairRule:
     """The plain rule: the Jaccard itself, when it reaches `threshold`."""
 
-    def rule(_a: Entry, _b: Entry, score: float) -> float | None:
-        return score if score >= threshold else None
+    def rule(_a: Entry, _b: Entry, score: float) -> Verdict:
+        return Verdict(score if score >= threshold else None)
 
     return rule
 
 
 @dataclass(frozen=True)
 class Changes:
-    """The entries a plan looks from: those changed up to stamp `upto`, under pair rule
-    `rule` (every entry, when the index was never settled under that rule)."""
+    """What a plan looks from: the entries changed up to stamp `upto` (every entry, when
+    the index was never settled under pair rule `rule`), and the pairs of unchanged entries
+    refused for now at the last plan (`pending`), to be judged again."""
 
     ids: tuple[str, ...]
     upto: int
     rule: Hashable
+    pending: frozenset[tuple[str, str]] = frozenset()
+
+
+@dataclass(frozen=True)
+class Settlement:
+    """What an applied plan leaves: entries changed up to `upto` count as unchanged, except
+    `keep` (members of a group that did not change: they stay marked, so that their pairs
+    are found again), and the pairs refused for now, `pending`."""
+
+    upto: int
+    rule: Hashable
+    keep: frozenset[str] = frozenset()
+    pending: frozenset[tuple[str, str]] = frozenset()
 
 
 class KeywordIndex:
@@ -85,13 +114,19 @@ class KeywordIndex:
         self._rank: dict[tuple[str, str], int] = {}  # the global order, as fixed last
         self._words: dict[str, tuple[str, ...]] = {}  # distinct, in the global order
         self._kinds: dict[str, str] = {}
+        self._frequency: Counter[tuple[str, str]] = Counter()  # entries holding each word
+        self._per_kind: Counter[str] = Counter()  # entries of each type
         self._changed: dict[str, int] = {}  # id -> the stamp of its last change
         self._stamp = 0
         self._settled_under: Hashable = None  # the pair rule of the last applied plan
+        self._pending: frozenset[tuple[str, str]] = frozenset()
         self._drift = 0  # adds and discards since the order was fixed
-        for entry in entries:
-            self._words[entry.id] = tuple(dict.fromkeys(entry.keywords))
+        for entry in entries:  # posted all at once, in the order their words give
+            if entry.id in self._words:
+                self._count(self._kinds[entry.id], self._words[entry.id], -1)
+            words = self._words[entry.id] = tuple(dict.fromkeys(entry.keywords))
             self._kinds[entry.id] = entry.type
+            self._count(entry.type, words, 1)
             self._stamp += 1
             self._changed[entry.id] = self._stamp
         self.reorder(floor)
@@ -107,6 +142,7 @@ class KeywordIndex:
         self._unindex(entry.id)
         words = self._words[entry.id] = self._ordered(dict.fromkeys(entry.keywords), entry.type)
         self._kinds[entry.id] = entry.type
+        self._count(entry.type, words, 1)
         self._post(entry.id, entry.type, words)
         self._stamp += 1
         self._changed[entry.id] = self._stamp
@@ -122,14 +158,30 @@ class KeywordIndex:
         """What a plan under pair rule `rule` must look from: the entries changed since the
         last `settle`, or every entry when that was under another rule (a configuration
         reload that lowered the threshold makes pairs of unchanged entries similar)."""
-        ids = self._changed if rule == self._settled_under else self._words
-        return Changes(tuple(ids), self._stamp, rule)
+        if rule != self._settled_under:
+            return Changes(tuple(self._words), self._stamp, rule)
+        return Changes(tuple(self._changed), self._stamp, rule, self._pending)
 
-    def settle(self, changes: Changes) -> None:
-        """A plan made from `changes` was applied whole: its entries are unchanged now,
-        except those changed again since (the survivor of a merge), which stay marked."""
-        self._changed = {i: s for i, s in self._changed.items() if s > changes.upto}
-        self._settled_under = changes.rule
+    def settle(self, settlement: Settlement) -> None:
+        """The plan that made `settlement` was applied whole: the entries it looked from
+        are unchanged now, except those changed again since (the survivor of a merge) and
+        those it keeps, which stay marked."""
+        upto, keep = settlement.upto, settlement.keep
+        changed = {i: s for i, s in self._changed.items() if s > upto}
+        for entry_id in keep:  # marked (again, if settled) unless gone
+            if entry_id in self._words and entry_id not in changed:
+                changed[entry_id] = upto
+        self._changed = changed
+        self._pending = settlement.pending
+        self._settled_under = settlement.rule
+
+    def holding(self, kind: str, word: str) -> int:
+        """How many indexed entries of type `kind` hold `word`."""
+        return self._frequency.get((kind, word), 0)
+
+    def count(self, kind: str) -> int:
+        """How many entries of type `kind` are indexed."""
+        return self._per_kind.get(kind, 0)
 
     def tune(self, floor: float) -> None:
         """Made ready for lookups at `floor`: the postings are built again when they were
@@ -141,10 +193,7 @@ class KeywordIndex:
 
     def reorder(self, floor: float) -> None:
         """Fix the global order from the words held now and post every prefix for `floor`."""
-        frequency: Counter[tuple[str, str]] = Counter()
-        for entry_id, words in self._words.items():
-            kind = self._kinds[entry_id]
-            frequency.update((kind, word) for word in words)
+        frequency = self._frequency
         ranked = sorted(frequency, key=lambda kw: (kw[0], frequency[kw], kw[1]))
         self._rank = {kind_word: rank for rank, kind_word in enumerate(ranked)}
         self.floor = floor
@@ -227,25 +276,6 @@ class KeywordIndex:
                 low = bisect_left(codes, (m + 1) << 32, low)
         return list(twice | once)
 
-    def most_similar(
-        self, words: Iterable[str], kind: str, threshold: float, exclude: str = ""
-    ) -> tuple[str, float] | None:
-        """The indexed entry of type `kind` with the highest keyword Jaccard ≥ threshold
-        with `words` (the smallest id among equals), and that Jaccard: the add path's
-        near-duplicate check. A threshold below the index's floor (a configuration reload
-        lowered it) posts the index again for it first."""
-        if threshold < self.floor:
-            self.reorder(threshold)
-        mine = frozenset(words)
-        best_id, best_score = "", threshold
-        for other_id in self.candidates(mine, kind, threshold):
-            if other_id == exclude:
-                continue
-            score = overlap_score(mine, self._words[other_id])
-            if score > best_score or (score == best_score and (not best_id or other_id < best_id)):
-                best_id, best_score = other_id, score
-        return (best_id, best_score) if best_id else None
-
     def _ordered(self, words: Iterable[str], kind: str) -> tuple[str, ...]:
         rank = self._rank
         return tuple(sorted(words, key=lambda w: (rank.get((kind, w), -1), w)))
@@ -268,11 +298,22 @@ class KeywordIndex:
             codes.insert(at, code)
             ids.insert(at, entry_id)
 
+    def _count(self, kind: str, words: tuple[str, ...], by: int) -> None:
+        frequency = self._frequency
+        for word in words:
+            frequency[(kind, word)] += by
+            if not frequency[(kind, word)]:
+                del frequency[(kind, word)]
+        self._per_kind[kind] += by
+
     def _unindex(self, entry_id: str) -> None:
         """Forget an entry's postings as they were made (its keywords or type may have
         changed since)."""
-        words = self._words.pop(entry_id, ())
-        kind = self._kinds.pop(entry_id, "")
+        if entry_id not in self._words:
+            return
+        words = self._words.pop(entry_id)
+        kind = self._kinds.pop(entry_id)
+        self._count(kind, words, -1)
         size = len(words)
         for position, word in enumerate(words[: self.posted_length(size)], start=1):
             codes, ids = self._postings[(kind, word)]
@@ -293,21 +334,35 @@ def overlap_score(mine: frozenset[str], theirs: tuple[str, ...]) -> float:
 
 def similar_pairs(
     index: KeywordIndex,
-    changed: Iterable[str],
+    changes: Changes,
     entries: Mapping[str, Entry],
     floor: float,
     rule: PairRule,
-) -> dict[str, dict[str, float]]:
-    """Every pair with a changed entry whose Jaccard ≥ floor and that `rule` accepts, as
-    a map from each entry to its partners and their scores. Entries not in `entries` (the
-    live ones: an expired entry is still indexed until it is dropped) take no part. Pairs
-    of two unchanged entries are never looked at, and one of two changed entries once."""
+) -> tuple[dict[str, dict[str, float]], set[tuple[str, str]]]:
+    """The pairs `rule` accepts among those with a changed entry and Jaccard ≥ floor and
+    the pending pairs of `changes`, as a map from each entry to its partners and their
+    scores; and the pairs refused for now (`Verdict.lasting` false), to be judged again.
+
+    Entries not in `entries` (the live ones: an expired entry is indexed until it is
+    dropped) take no part. Pairs of two unchanged entries are never looked at (but for
+    the pending ones), and one of two changed entries once."""
     held = index.held
-    changed_ids = {i for i in changed if i in held}
+    changed_ids = {i for i in changes.ids if i in held}
     # when every entry changed, a pair is looked for from its larger entry alone (from
     # both when they are the same size, and checked from the smaller id)
     everything = len(changed_ids) == len(held)
     similar: dict[str, dict[str, float]] = defaultdict(dict)
+    pending: set[tuple[str, str]] = set()
+
+    def judge(a: Entry, b: Entry, jaccard: float) -> None:
+        if b.id < a.id:
+            a, b = b, a
+        verdict = rule(a, b, jaccard)
+        if verdict.score is not None:
+            similar[a.id][b.id] = similar[b.id][a.id] = verdict.score
+        elif not verdict.lasting:
+            pending.add((a.id, b.id))
+
     for entry_id in changed_ids:
         entry = entries.get(entry_id)
         if entry is None:
@@ -325,14 +380,15 @@ def similar_pairs(
                 continue
             shared = len(mine.intersection(theirs))
             jaccard = shared / (size + len(theirs) - shared)
-            if jaccard < floor:
-                continue
-            other = entries.get(other_id)
-            score = None if other is None else rule(entry, other, jaccard)
-            if score is not None:
-                similar[entry_id][other_id] = score
-                similar[other_id][entry_id] = score
-    return dict(similar)
+            if jaccard >= floor and other_id in entries:
+                judge(entry, entries[other_id], jaccard)
+    for a_id, b_id in changes.pending:
+        if a_id in changed_ids or b_id in changed_ids or a_id not in held or b_id not in held:
+            continue  # looked for from a changed entry, or gone
+        a, b = entries.get(a_id), entries.get(b_id)
+        if a is not None and b is not None:
+            judge(a, b, overlap_score(frozenset(held[a_id]), held[b_id]))
+    return dict(similar), pending
 
 
 def merge_groups(
