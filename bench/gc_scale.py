@@ -57,7 +57,7 @@ from mnemod.domain.merge import decide_merge, merge_into  # noqa: E402
 from mnemod.domain.model import Entry  # noqa: E402
 from mnemod.domain.retention import is_expired  # noqa: E402
 from mnemod.domain.similar_pairs import KeywordIndex  # noqa: E402
-from mnemod.runtime.lookup import Lookup  # noqa: E402
+from mnemod.store.lookup import Lookup  # noqa: E402
 from results import write_results  # noqa: E402
 
 START = datetime(2023, 1, 1, tzinfo=UTC)

@@ -12,6 +12,7 @@ import dataclasses
 import random
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
+from typing import cast
 
 import pytest
 from hypothesis import given, settings
@@ -237,8 +238,8 @@ def test_plans_from_what_changed_are_the_exhaustive_plans(
             gc(str(op[1]))
             now += timedelta(minutes=7)
         elif kind == "rule":
-            floor, threshold = op[1]  # type: ignore[misc]
-            cfg = config(threshold, policy, floor)
+            pair = cast(tuple[float, float], op[1])
+            cfg = config(pair[1], policy, pair[0])
     gc("apply")
     gc("dry")
 
