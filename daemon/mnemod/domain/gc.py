@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import copy
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from mnemod.config import Config
-from mnemod.domain.dedup import PairWeights, Side, compare, jaccard_floor
+from mnemod.domain.dedup import Side, compare, jaccard_floor, weight
 from mnemod.domain.merge import MergeKind, decide_merge, merge_into
 from mnemod.domain.model import Entry
 from mnemod.domain.retention import is_expired
@@ -80,6 +80,28 @@ class GcReport:
         }
 
 
+class StoreWeights:
+    """domain.dedup.PairWeights for every pair of one type in one plan: a word's weight
+    depends on the pair only through whether one or both hold it, so each is computed once
+    (the same calls and the same order of sums: the same scores to the last bit)."""
+
+    def __init__(self, frequency: Callable[[str], int], others: int) -> None:
+        self.frequency, self.others = frequency, others
+        self._shared: dict[str, float] = {}  # held by both of the pair
+        self._apart: dict[str, float] = {}  # by one
+
+    def jaccard(self, a: frozenset[str], b: frozenset[str]) -> float:
+        common = sum(self._weight(w, self._shared, 2) for w in a & b)
+        apart = sum(self._weight(w, self._apart, 1) for w in a ^ b)
+        return common / (common + apart) if common + apart else 0.0
+
+    def _weight(self, word: str, cache: dict[str, float], held: int) -> float:
+        found = cache.get(word)
+        if found is None:
+            found = cache[word] = weight(self.others, self.frequency(word) - held)
+        return found
+
+
 def merge_rule(
     config: Config, index: KeywordIndex, absent: Iterable[Entry] = ()
 ) -> tuple[float, PairRule]:
@@ -98,15 +120,24 @@ def merge_rule(
             gone.update((entry.type, word) for word in index.held[entry.id])
             gone_kinds[entry.type] += 1
 
+    weights: dict[str, StoreWeights] = {}
+    sides: dict[str, Side] = {}  # an entry meets many others in one plan
+
+    def side(entry: Entry) -> Side:
+        found = sides.get(entry.id)
+        if found is None:
+            found = sides[entry.id] = Side.of(entry)
+        return found
+
     def rule(a: Entry, b: Entry, _jaccard: float) -> Verdict:
-        kind, left, right = a.type, Side.of(a), Side.of(b)
+        kind = a.type
+        if kind not in weights:
 
-        def holding(word: str) -> int:
-            held = index.holding(kind, word) - gone[(kind, word)]
-            return held - (word in left.words) - (word in right.words)
+            def frequency(word: str, kind: str = kind) -> int:
+                return index.holding(kind, word) - gone[(kind, word)]
 
-        others = index.count(kind) - gone_kinds[kind] - 2
-        verdict = compare(left, right, dedup_config, PairWeights(holding, others))
+            weights[kind] = StoreWeights(frequency, index.count(kind) - gone_kinds[kind] - 2)
+        verdict = compare(side(a), side(b), dedup_config, weights[kind])
         if verdict.merges:
             return Verdict(verdict.score)
         return Verdict(None, lasting=verdict.refused_by != "score")
