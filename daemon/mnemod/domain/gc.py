@@ -121,13 +121,6 @@ def merge_rule(
             gone_kinds[entry.type] += 1
 
     weights: dict[str, StoreWeights] = {}
-    sides: dict[str, Side] = {}  # an entry meets many others in one plan
-
-    def side(entry: Entry) -> Side:
-        found = sides.get(entry.id)
-        if found is None:
-            found = sides[entry.id] = Side.of(entry)
-        return found
 
     def rule(a: Entry, b: Entry, _jaccard: float) -> Verdict:
         kind = a.type
@@ -137,7 +130,7 @@ def merge_rule(
                 return index.holding(kind, word) - gone[(kind, word)]
 
             weights[kind] = StoreWeights(frequency, index.count(kind) - gone_kinds[kind] - 2)
-        verdict = compare(side(a), side(b), dedup_config, weights[kind])
+        verdict = compare(Side.of(a), Side.of(b), dedup_config, weights[kind])
         if verdict.merges:
             return Verdict(verdict.score)
         return Verdict(None, lasting=verdict.refused_by != "score")
