@@ -537,3 +537,46 @@ def test_an_l2_file_found_current_at_start_stays_ours_after_the_next_crash(
     assert {e.id for e in third.list(layer="l2")} == {first.id, second.id}
     assert second.id in md.read_text()
     third.close()
+
+
+def test_gc_kept_in_step_plans_what_a_fresh_index_plans(tmp_path: Path, clock: FixedClock) -> None:
+    """The engine keeps GC's keyword index in step with every change, so a GC looks only
+    from what changed: over rounds of adds, keyword updates, removals and GCs it merges
+    exactly what a GC planning from a fresh index of every entry merges."""
+    import random
+
+    vocabulary = [f"w{n}" for n in range(14)]
+    kept = mnemod.open(tmp_path / "kept", clock=clock)
+    fresh = mnemod.open(tmp_path / "fresh", clock=clock)
+    rng = random.Random(4)
+    gc_merged = 0
+    for round_ in range(6):
+        ops: list[tuple[str, str, list[str]]] = []
+        live = [e.id for e in kept.list(layer="l3")]
+        for n in range(25):
+            words = rng.sample(vocabulary, rng.randint(3, 6))
+            ops.append(("add", f"r{round_}n{n}", words))
+        for entry_id in rng.sample(live, min(8, len(live))):
+            ops.append(("update", entry_id, rng.sample(vocabulary, rng.randint(3, 6))))
+        for entry_id in rng.sample(live, min(3, len(live))):
+            ops.append(("remove", entry_id, []))
+        for store in (kept, fresh):
+            for op, entry_id, words in ops:
+                if op == "add":
+                    store.add(" ".join(words), keywords=words, id=entry_id)
+                elif store.find(entry_id) is not None and op == "update":
+                    store.update(entry_id, keywords=words)
+                elif store.find(entry_id) is not None:
+                    store.remove(entry_id)
+        fresh.engine._gc_index = None  # planned from every entry, as an exhaustive pass
+        report = kept.gc()
+        assert report.as_dict() == fresh.gc().as_dict()
+        gc_merged += report.merged
+        state = [
+            {(e.id, tuple(e.keywords), tuple(e.merged_from)) for e in s.list()}
+            for s in (kept, fresh)
+        ]
+        assert state[0] == state[1], f"round {round_}"
+    assert gc_merged > 0  # the updates made near-duplicates that GC merged
+    kept.close()
+    fresh.close()

@@ -25,7 +25,8 @@ log = structlog.get_logger("mnemod.gc")
 def run_gc(engine: Engine, now: datetime, dry_run: bool, by: str, expire_only: bool) -> GcReport:
     started = time.perf_counter()
     entries = list(engine.entries.values())
-    plan = plan_gc(entries, engine.config, now, expire_only=expire_only)  # pure
+    index = None if expire_only else engine.gc_index()
+    plan = plan_gc(entries, engine.config, now, expire_only=expire_only, index=index)  # pure
     report = plan.report(entries, dry_run)
     if dry_run:
         return report
@@ -46,6 +47,8 @@ def run_gc(engine: Engine, now: datetime, dry_run: bool, by: str, expire_only: b
             engine.touched(entry_id, "update")
         if plan.promote:
             engine.promote_many([engine.entries[i] for i in plan.promote], now, by)
+    if index is not None and plan.settlement is not None:
+        index.settle(plan.settlement)  # applied whole: the next plan starts from here
     log.info(
         "gc.finished",
         namespace=engine.paths.namespace,

@@ -108,14 +108,14 @@ def update(
     in_l3 = entry.id in engine.entries
     old_type = entry.type
     if in_l3:
-        engine.lookup.discard(entry)
+        engine.unindex(entry)
     if (
         "key" in fields
         and fields["key"] not in (None, entry.key)
         and fields["key"] in engine.lookup.keys
     ):
         if in_l3:
-            engine.lookup.add(entry)
+            engine.index(entry)
         raise InvalidInputError(
             "key", f"{fields['key']!r} already names entry {engine.lookup.keys[fields['key']]}"
         )
@@ -132,7 +132,7 @@ def update(
     engine.touched(entry.id, "update")
     if in_l3:
         entry.expires_at = retention.expires_at(engine.config.ttl, entry)
-        engine.lookup.add(entry)
+        engine.index(entry)
         engine._by_type[old_type] -= 1
         engine._by_type[entry.type] += 1
     engine.note_change()
@@ -183,14 +183,14 @@ def fold(
     texts = {"older": copy.copy(survivor), "newer": folded}
     for role, reason in decision.archive:
         engine.archive(texts[role], reason, now, by)
-    engine.lookup.discard(survivor)
+    engine.unindex(survivor)
     if folded.id in engine.entries:
         engine.drop(folded)
     merge_into(survivor, folded, now, decision)
     survivor.expires_at = retention.expires_at(engine.config.ttl, survivor)
     for old_id in [folded.id, *folded.merged_from]:
         engine.lookup.alias(old_id, survivor.id)
-    engine.lookup.add(survivor)
+    engine.index(survivor)
     engine.record(
         now, "merge", survivor.id, by, merged=[folded.id], kind=decision.kind.value,
         **detail,

@@ -20,9 +20,11 @@ import structlog
 
 from mnemod.clock import Clock
 from mnemod.config import Config
+from mnemod.domain.dedup import jaccard_floor
 from mnemod.domain.gc import GcReport
 from mnemod.domain.model import Entry
 from mnemod.domain.resolve import ResolveResult
+from mnemod.domain.similar_pairs import KeywordIndex
 from mnemod.domain.validation import NewEntry
 from mnemod.errors import InvalidInputError, NotFoundError
 from mnemod.files.atomic import allow_group
@@ -77,6 +79,7 @@ class Engine:
             self.l2_entries: dict[str, Entry] = self.state.l2
             self.journal = self.state.journal
             self.lookup = Lookup()
+            self._gc_index: KeywordIndex | None = None
             for entry in self.entries.values():
                 self.lookup.add(entry)
             # kept in step by insert, drop and a change of type: counted at every checkpoint,
@@ -359,14 +362,33 @@ class Engine:
         """Merge `folded` into `survivor` (see store.changes); False when they stay apart."""
         return changes.fold(self, survivor, folded, now, by, **detail)
 
+    def index(self, entry: Entry) -> None:
+        """An L3 entry as it is now, into the lookups (and GC's index, once it is built)."""
+        self.lookup.add(entry)
+        if self._gc_index is not None:
+            self._gc_index.add(entry)
+
+    def unindex(self, entry: Entry) -> None:
+        self.lookup.discard(entry)
+        if self._gc_index is not None:
+            self._gc_index.discard(entry.id)
+
+    def gc_index(self) -> KeywordIndex:
+        """GC's keyword index: built at the first full GC, then kept in step by every
+        change, so the next plan looks only from what changed (domain.similar_pairs)."""
+        if self._gc_index is None:
+            floor = jaccard_floor(self.config.dedup)
+            self._gc_index = KeywordIndex(floor, self.entries.values())
+        return self._gc_index
+
     def insert(self, entry: Entry) -> None:
         self.entries[entry.id] = entry
         self.texts.added(entry.id)
-        self.lookup.add(entry)
+        self.index(entry)
         self._by_type[entry.type] += 1
 
     def drop(self, entry: Entry) -> None:
-        self.lookup.discard(entry)
+        self.unindex(entry)
         del self.entries[entry.id]
         self.texts.removed(entry.id)
         self._by_type[entry.type] -= 1
