@@ -13,6 +13,8 @@ import functools
 import re
 import unicodedata
 
+from mnemod.domain.time_cues import MONTHS, WEEKDAYS
+
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*", re.UNICODE)
 _NUMBER = re.compile(r"\d+(?:[.,:/]\d+)*")
 
@@ -39,51 +41,11 @@ NEGATIONS = frozenset(
 )
 DAYS = frozenset(
     [
-        "monday",
-        "tuesday",
-        "wednesday",
-        "thursday",
-        "friday",
-        "saturday",
-        "sunday",
-        "mondays",
-        "tuesdays",
-        "wednesdays",
-        "thursdays",
-        "fridays",
-        "saturdays",
-        "sundays",
-        "january",
-        "february",
-        "march",
-        "april",
-        "may",
-        "june",
-        "july",
-        "august",
-        "september",
-        "october",
-        "november",
-        "december",
-        "jan",
-        "feb",
-        "mar",
-        "apr",
-        "jun",
-        "jul",
-        "aug",
-        "sep",
-        "sept",
-        "oct",
-        "nov",
-        "dec",
-        "today",
-        "tomorrow",
-        "yesterday",
-        "weekday",
-        "weekdays",
-        "weekend",
-        "weekends",
+        *WEEKDAYS,
+        *(f"{day}s" for day in WEEKDAYS),
+        *MONTHS,
+        *("jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec"),
+        *("today", "tomorrow", "yesterday", "weekday", "weekdays", "weekend", "weekends"),
     ]
 )
 _DAY_STEM = {name: name[:-1] for name in DAYS if name.endswith("s") and name[:-1] in DAYS}

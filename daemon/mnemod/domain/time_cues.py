@@ -20,6 +20,21 @@ _WHEN = re.compile(
     r"|\bhow long ago\b|\bwhat (?:week|weekend)\b",
     re.IGNORECASE,
 )
+WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+MONTHS = (
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+)
 # words (before stemming, casefolded) that place an event in time
 TIME_WORDS = frozenset(
     (
@@ -42,25 +57,8 @@ TIME_WORDS = frozenset(
         "evening",
         "recently",
         "since",
-        "monday",
-        "tuesday",
-        "wednesday",
-        "thursday",
-        "friday",
-        "saturday",
-        "sunday",
-        "january",
-        "february",
-        "march",
-        "april",
-        "may",
-        "june",
-        "july",
-        "august",
-        "september",
-        "october",
-        "november",
-        "december",
+        *WEEKDAYS,
+        *MONTHS,
     )
 )
 _YEAR = re.compile(r"\b(?:19|20)\d\d\b")
@@ -79,21 +77,7 @@ def tells_when(content: str) -> bool:
     return any(word in TIME_WORDS for word in re.findall(r"[a-z]+", content.casefold()))
 
 
-_MONTHS = (
-    "january",
-    "february",
-    "march",
-    "april",
-    "may",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
-)
-_MONTH = "|".join(_MONTHS)
+_MONTH = "|".join(MONTHS)
 # "October 13, 2023", "13 October 2023", "1 February, 2023", "October 2023", "in June", "2023"
 _DATE = re.compile(
     rf"\b(?:(?P<d1>\d{{1,2}})(?:st|nd|rd|th)?\s+(?P<m1>{_MONTH})"
@@ -132,7 +116,7 @@ def _span(found: re.Match[str], now: datetime) -> tuple[datetime, datetime] | No
     day_text = found["d1"] or found["d2"]
     if month_name == "may" and not day_text and not found["y1"]:
         return None
-    month = _MONTHS.index(month_name) + 1
+    month = MONTHS.index(month_name) + 1
     last = now.year if month <= now.month else now.year - 1  # the last such month
     year = int(found["y1"]) if found["y1"] else last
     try:
