@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
 from mnemod.config import DedupConfig
+from mnemod.domain import similar_pairs
 from mnemod.domain import text_cues as cues
 from mnemod.domain.model import Entry
 
@@ -272,18 +273,4 @@ def merge_groups(
             continue
         similar[pair.a][pair.b] = verdict.score
         similar[pair.b][pair.a] = verdict.score
-    grouped: set[str] = set()
-    groups: list[list[Entry]] = []
-    for entry in sorted(entries, key=lambda e: (e.created_at, e.id)):
-        if entry.id in grouped or entry.id not in similar:
-            continue
-        group = [entry]
-        for other_id, _score in sorted(similar[entry.id].items(), key=lambda kv: (-kv[1], kv[0])):
-            if other_id in grouped:
-                continue
-            if all(other_id in similar[member.id] for member in group[1:]):
-                group.append(by_id[other_id])
-        if len(group) > 1:
-            grouped.update(member.id for member in group)
-            groups.append(group)
-    return groups
+    return similar_pairs.merge_groups(similar, by_id)
