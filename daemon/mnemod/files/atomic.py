@@ -105,13 +105,17 @@ def append_line(path: Path, line: str) -> None:
 
 
 def append_lines(path: Path, lines: list[str], sync: bool = True) -> None:
-    """Append whole lines and fsync (unless `sync` is False: a file derived from a log that
-    is fsynced, the caller syncs before it relies on it). On failure (a full disk) what
-    reached the file is cut again, so no torn line is left behind to be written twice."""
-    if not lines:
-        return
+    """Append whole lines (see `append_bytes`)."""
+    if lines:
+        append_bytes(path, "".join(line.rstrip("\n") + "\n" for line in lines).encode(), sync)
+
+
+def append_bytes(path: Path, data: bytes, sync: bool = True) -> int:
+    """Append `data` and fsync (unless `sync` is False: a file derived from a log that is
+    fsynced, the caller syncs before it relies on it); returns the file's size before.
+    On failure (a full disk) what reached the file is cut again, so no torn line is left
+    behind to be written twice."""
     make_dirs(path.parent)
-    data = "".join(line.rstrip("\n") + "\n" for line in lines).encode("utf-8")
     fd = open_private(path, os.O_WRONLY | os.O_APPEND)
     try:
         before = os.fstat(fd).st_size
@@ -124,11 +128,14 @@ def append_lines(path: Path, lines: list[str], sync: bool = True) -> None:
         except OSError:
             try:
                 os.ftruncate(fd, before)
+                if sync:
+                    os.fsync(fd)
             except OSError:
-                pass  # cut when the file is next opened (see ensure_whole_lines)
+                pass  # cut when the file is next opened (ensure_whole_lines, the log's)
             raise
     finally:
         os.close(fd)
+    return before
 
 
 def fsync_file(path: Path) -> None:

@@ -30,7 +30,7 @@ import orjson
 import structlog
 
 from mnemod.errors import CorruptFileError
-from mnemod.files.atomic import fsync_dir, make_dirs, open_private
+from mnemod.files.atomic import append_bytes, fsync_dir
 
 log = structlog.get_logger("mnemod.log")
 SEGMENT_BYTES = 32 * 1024 * 1024
@@ -83,7 +83,9 @@ class ChangeLog:
         self.folder = folder
         self.readonly = readonly
         self.last_seq = 0
-        self._size = 0  # of the newest segment
+        self._newest: Path | None = None
+        self._size = 0  # bytes of the newest segment
+        self._older = 0  # bytes of the segments before it
         self._open()
 
     # ---- reading ---------------------------------------------------------------------
@@ -126,6 +128,8 @@ class ChangeLog:
         if not segments:
             return
         newest = segments[-1]
+        self._newest = newest.path
+        self._older = sum(s.path.stat().st_size for s in segments[:-1])
         data = newest.path.read_bytes()
         good = len(data)
         lines = data.splitlines(keepends=True)
@@ -159,33 +163,18 @@ class ChangeLog:
             raise ValueError(f"record seq {records[0]['seq']} after {self.last_seq}")
         data = b"".join(encode_record(r) for r in records)
         path = self._segment_for(records[0]["seq"])
-        fd = open_private(path, os.O_WRONLY | os.O_APPEND)
-        try:
-            before = os.fstat(fd).st_size
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-                os.fsync(fd)
-            except OSError:
-                try:
-                    os.ftruncate(fd, before)
-                    os.fsync(fd)
-                except OSError:
-                    pass  # cut when the log is next opened: a torn last line
-                raise
-        finally:
-            os.close(fd)
+        before = append_bytes(path, data)
         if before == 0:
             fsync_dir(self.folder)
+        self._newest = path
         self._size = before + len(data)
         self.last_seq = records[-1]["seq"]
 
     def _segment_for(self, seq: int) -> Path:
-        make_dirs(self.folder)
-        segments = self.segments()
-        if segments and self._size < SEGMENT_BYTES:
-            return segments[-1].path
+        """The newest segment, or a new one once it has passed SEGMENT_BYTES."""
+        if self._newest is not None and self._size < SEGMENT_BYTES:
+            return self._newest
+        self._older += self._size
         self._size = 0
         return self.folder / f"{seq:012d}.jsonl"
 
@@ -200,9 +189,10 @@ class ChangeLog:
                 removed += 1
         if removed:
             fsync_dir(self.folder)
+            self._older = sum(s.path.stat().st_size for s in self.segments()) - self._size
         return removed
 
     @property
     def size(self) -> int:
-        """Bytes in all segments."""
-        return sum(s.path.stat().st_size for s in self.segments())
+        """Bytes in all segments (kept as they are written: read on every writer step)."""
+        return self._older + self._size
