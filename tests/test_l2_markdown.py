@@ -238,16 +238,17 @@ def test_folder_load_write_and_own_writes(tmp_path: Path) -> None:
     path = folder.path_for("preference")
     assert len(digest) == 64
     assert folder.load() == {"insight": insight, "preference": prefs}
-    assert folder.is_own_write(path)
+    assert folder.digest(path) == digest  # the bytes mnemod wrote
 
     path.write_text(path.read_text().replace("short answers", "brief answers"))
-    assert not folder.is_own_write(path)
+    assert folder.digest(path) != digest  # a person's edit
     assert folder.load()["preference"][1].content == "brief answers"
-    assert folder.is_own_write(path)  # read now: a second watcher event for it is a no-op
+    _, read_digest = folder.read(path)
+    assert read_digest == folder.digest(path)  # the digest of what was read
     before = path.stat().st_mtime_ns
     folder.write("preference", folder.load()["preference"])
     assert path.stat().st_mtime_ns == before  # same bytes: not rewritten
-    assert not folder.is_own_write(folder.path_for("context"))
+    assert folder.digest(folder.path_for("context")) is None
     (tmp_path / "l2" / ".preference.md.swp").write_text("junk")
     assert set(folder.load()) == {"insight", "preference"}
 

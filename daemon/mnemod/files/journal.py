@@ -86,11 +86,6 @@ class JournalFiles:
         for path in self.paths.values():
             fsync_file(path)
 
-    def skip_to(self, seq: int) -> None:
-        """Records up to `seq` have nothing for the files (or are there already)."""
-        for name in self.written:
-            self.written[name] = max(self.written[name], seq)
-
 
 def last_seq(path: Path) -> int:
     """The seq of the last line that has one (0 for none: a file of before the change log)."""

@@ -28,7 +28,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -270,13 +269,11 @@ def _entry(line: str, type_: str, content: str, path: Path, number: int) -> Entr
 
 
 class L2Folder:
-    """The L2 folder: reads every `<type>.md`, writes one atomically, and remembers the hash
-    of what it last wrote or read per file, so that a watcher can ignore mnemod's own writes."""
+    """The L2 folder: reads every `<type>.md` and writes one atomically, each with the
+    SHA-256 of its bytes (how store.l2_layer tells mnemod's own writes from a person's)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._written: dict[str, str] = {}  # by file name: the folder is flat
-        self._lock = threading.Lock()
 
     def path_for(self, type_: str) -> Path:
         check_type_name(type_)
@@ -308,6 +305,10 @@ class L2Folder:
 
     def read_file(self, path: Path) -> list[tuple[Entry, int]]:
         """One file's entries with their marker lines (for a watcher reloading one file)."""
+        return self.read(path)[0]
+
+    def read(self, path: Path) -> tuple[list[tuple[Entry, int]], str]:
+        """`read_file`, and the SHA-256 of the bytes it read."""
         if not _TYPE_NAME.fullmatch(path.stem):
             raise CorruptFileError(
                 path, "file name is not a memory type (lowercase letters, digits, _)"
@@ -321,36 +322,22 @@ class L2Folder:
         except UnicodeDecodeError as exc:
             line = data[: exc.start].count(b"\n") + 1
             raise CorruptFileError(path, "not UTF-8 text", line) from exc
-        parsed = parse_l2_lines(text, path)
-        with self._lock:
-            self._written[path.name] = hashlib.sha256(data).hexdigest()
-        return parsed
+        return parse_l2_lines(text, path), hashlib.sha256(data).hexdigest()
 
     def write(self, type_: str, entries: list[Entry]) -> str:
         """Render and write one type's file atomically; returns the SHA-256 of the bytes."""
         path = self.path_for(type_)
         text = render_l2(type_, entries)
         digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
-        with self._lock:
-            # Remembered first: a watcher woken by the rename already sees it as ours.
-            self._written[path.name] = digest
-        if self._current_digest(path) == digest:
+        if self.digest(path) == digest:
             return digest  # unchanged: spare the disk (an SD card on a Pi) and the watchers
         atomic_write_text(path, text)
         log.info("l2.written", type=type_, entries=len(entries))
         return digest
 
-    def _current_digest(self, path: Path) -> str | None:
+    def digest(self, path: Path) -> str | None:
+        """The SHA-256 of a file's bytes; None when it cannot be read (or is gone)."""
         try:
             return hashlib.sha256(path.read_bytes()).hexdigest()
         except OSError:
             return None
-
-    def is_own_write(self, path: Path) -> bool:
-        """True when the file holds exactly what mnemod last wrote or read there: a watcher
-        skips such events, and a writer that gets False knows a person's edit is unread."""
-        with self._lock:
-            expected = self._written.get(Path(path).name)
-        return (
-            expected is not None and self._current_digest(self.path / Path(path).name) == expected
-        )

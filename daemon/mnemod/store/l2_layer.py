@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import hashlib
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -169,7 +168,7 @@ class L2Files:
     def is_own(self, path: Path) -> bool:
         """The file holds what mnemod last wrote or read there."""
         state = self._files.get(path.stem)
-        return state is not None and state.digest == _digest(path)
+        return state is not None and state.digest == self.folder.digest(path)
 
     def read_edit(self, path: Path, committed: Mapping[str, Entry]) -> Edit | None:
         """A person changed `path` (or it is new): their changes against the file's base,
@@ -186,7 +185,11 @@ class L2Files:
             if gone:
                 state.hard = True
             return Edit(type_, removed=gone) if gone else None
-        if state.digest is not None and state.digest == _digest(path) and type_ not in self.broken:
+        if (
+            state.digest is not None
+            and state.digest == self.folder.digest(path)
+            and type_ not in self.broken
+        ):
             return None
         base = state.base
         parsed = self._read(path)
@@ -201,7 +204,7 @@ class L2Files:
         """Parse one file and make it the base; None (and `broken`) when it does not read."""
         type_ = path.stem
         try:
-            parsed = {entry.id: entry for entry, _line in self.folder.read_file(path)}
+            read, digest = self.folder.read(path)
         except CorruptFileError as exc:
             if self.broken.get(type_) != exc:
                 log.error("l2.file_refused", file=str(path), line=exc.line, reason=exc.reason)
@@ -210,17 +213,11 @@ class L2Files:
         if type_ in self.broken:
             log.info("l2.file_fixed", file=str(path))
             del self.broken[type_]
+        parsed = {entry.id: entry for entry, _line in read}
         state = self._file(type_)
         state.base = {i: copy.copy(e) for i, e in parsed.items()}
-        state.digest = _digest(path)
+        state.digest = digest
         return parsed
-
-
-def _digest(path: Path) -> str | None:
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
-        return None
 
 
 def _by_type(entries: Iterable[Entry]) -> dict[str, dict[str, Entry]]:
