@@ -59,12 +59,14 @@ PLAIN_BM25 = RankingSettings(
     query_stopwords=False,
     when_weight=0.0,
     date_weight=0.0,
+    speaker_weight=0.0,
 )
 DEFAULT = RankingSettings()
 # the default ranking with one technique off: what each earns
 ABLATIONS = {
     "-when": replace(DEFAULT, when_weight=0.0),
     "-dates": replace(DEFAULT, date_weight=0.0),
+    "-persons": replace(DEFAULT, speaker_weight=0.0),
     "-neighbours": replace(DEFAULT, neighbour_weight=0.0),
     "-folding": replace(DEFAULT, fold_suffixes=False),
 }
