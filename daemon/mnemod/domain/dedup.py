@@ -104,6 +104,7 @@ class Similarity(NamedTuple):
     floor: float
     threshold: float
     refused_by: str | None
+    wording: float = 0.0  # the wording term within `score` (0 when it was not read)
 
     @property
     def merges(self) -> bool:
@@ -117,6 +118,7 @@ class Similarity(NamedTuple):
             "threshold": self.threshold,
             "merges": self.merges,
             "refused_by": self.refused_by,
+            "wording": round(self.wording, 3),
         }
 
 
@@ -189,8 +191,10 @@ def compare(
     union = len(a.words) + len(b.words) - len(shared)
     plain = len(shared) / union if union else 0.0
 
+    term = 0.0
+
     def verdict(score: float, refused_by: str | None) -> Similarity:
-        return Similarity(plain, score, floor, threshold, refused_by)
+        return Similarity(plain, score, floor, threshold, refused_by, term)
 
     if plain < floor - 1e-9 or not union:
         return verdict(plain, "floor")
@@ -204,7 +208,8 @@ def compare(
     if "wording" in techniques:
         if score + WORDING_CAP - WORDING_CENTRE < threshold - 1e-9 and not contained:
             return verdict(score, "score")  # the wording term cannot lift it: not read
-        score += wording(a, b)
+        term = wording(a, b)
+        score += term
     if score < threshold - 1e-9 and not contained:
         return verdict(score, "score")
     for guard in GUARDS:
