@@ -48,7 +48,7 @@ def cmd_run(ctx: Context) -> int:
     ctx.make_data_dir()
     daemon = Daemon(
         ctx.config,
-        DaemonOptions(ctx.data_dir, ctx.namespace, ctx.l1_dir, ctx.args.config),
+        DaemonOptions(ctx.data_dir, (ctx.namespace,), ctx.l1_dir, ctx.args.config),
         ctx.clock,
     )
     # on a terminal, the start-up (reading the index, rebuilding the hot layer: seconds at
