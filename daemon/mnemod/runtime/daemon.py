@@ -29,6 +29,10 @@ from mnemod.errors import ConfigError, MnemodError
 from mnemod.processes import owner_id
 from mnemod.redisio.connection import Backoff, check_version, connect
 from mnemod.redisio.embedded import DAEMON_CLIENT, EmbeddedRedis
+from mnemod.redisio.keys import daemons_key
+from mnemod.redisio.presence import Presence
+from mnemod.runtime.discovery import EVERY, found_namespaces
+from mnemod.runtime.leadership import Leadership
 from mnemod.runtime.metrics import Metrics
 from mnemod.runtime.runner import Folders, NamespaceRunner
 from mnemod.runtime.sdnotify import Notifier, watchdog_interval
@@ -64,11 +68,11 @@ class Daemon:
         self._wake = threading.Event()  # a stop or a reload for the process's own thread
         self.owner = owner_id()
         self.metrics = Metrics(process_label=",".join(options.namespaces))
-        for namespace in options.namespaces:
-            self.metrics.add_namespace(namespace)
+        self.discovering = EVERY in options.namespaces
         self.notifier = Notifier.from_environ()
         self.url = ""
-        self.client: redis.Redis = redis.Redis()  # replaced by the real one in `run`
+        self._client: redis.Redis | None = None  # from `run` on
+        self._leadership: Leadership | None = None
         self.embedded: EmbeddedRedis | None = None  # the embedded default, when in use
         self.runners: dict[str, NamespaceRunner] = {}
         self._announced: dict[str, str] = {}
@@ -91,38 +95,89 @@ class Daemon:
         with ExitStack() as stack:
             stack.callback(self._set_state, State.STOPPED)
             self.url = self._redis_url(stack)
-            self.client = connect(
-                self.url, self.config.redis.socket_timeout, name=self._client_name()
-            )
-            stack.callback(self.client.close)
-            self._wait_for_redis(self.client)
+            client = connect(self.url, self.config.redis.socket_timeout, name=self._client_name())
+            self._client = client
+            stack.callback(client.close)
+            self._wait_for_redis(client)
             if self.stop_requested.is_set():
                 return 0
             stack.callback(self.metrics.serve(self.config.metrics.host, self.config.metrics.port))
+            self._leadership = Leadership(
+                Presence(client, daemons_key(self.config.redis.prefix), self._lease_ttl),
+                self.owner,
+                self.clock,
+                self._lease_ttl,
+            )
+            stack.callback(self._leadership.leave)
             self.state = State.RUNNING
-            first, *others = [self._runner(ns) for ns in self.options.namespaces]
-            for runner in others:
-                runner.start_thread()
-            tending = threading.Thread(target=self._tend, name="mnemod-process", daemon=True)
-            tending.start()
-            try:
-                first.run()  # on the main thread: a profiler of the process sees the writer
-            finally:
-                self.request_stop()
-                self.state = State.STOPPING
-                for runner in others:
-                    if runner.thread is not None:
-                        runner.thread.join()
-                tending.join()
+            self._serve_all()
         log.info("daemon.stopped", namespace=",".join(self.options.namespaces))
         return 0
 
-    def _runner(self, namespace: str) -> NamespaceRunner:
+    @property
+    def client(self) -> redis.Redis:
+        """The process's Redis client, which every namespace uses (thread-safe: a pool)."""
+        assert self._client is not None, "the daemon is not running"
+        return self._client
+
+    @property
+    def leadership(self) -> Leadership:
+        assert self._leadership is not None, "the daemon is not running"
+        return self._leadership
+
+    @property
+    def _lease_ttl(self) -> float:
+        return self.config.daemon.lease_ttl.total_seconds()
+
+    def _serve_all(self) -> None:
+        """A runner per namespace, the first on this (the main) thread, so that a profiler
+        of the process sees a writer; the process's own chores on a thread of their own."""
+        static = [ns for ns in self.options.namespaces if ns != EVERY]
+        found = self._discover() if self.discovering else []
+        namespaces = list(dict.fromkeys([*static, *found]))
+        for namespace in namespaces:
+            self._add_runner(namespace)
+        self.leadership.beat()
+        runners = list(self.runners.values())
+        for runner in runners[1:]:
+            runner.start_thread()
+        tending = threading.Thread(target=self._tend, name="mnemod-process", daemon=True)
+        tending.start()
+        try:
+            if runners:
+                runners[0].run()
+            else:
+                self.stop_requested.wait()
+        finally:
+            self.request_stop()
+            self.state = State.STOPPING
+            tending.join()
+            for runner in list(self.runners.values()):
+                if runner.thread is not None:
+                    runner.thread.join()
+
+    def _add_runner(self, namespace: str) -> NamespaceRunner:
         runner = NamespaceRunner(
             self, namespace, Folders(self.options.data_dir, self.options.l1_dir)
         )
         self.runners[namespace] = runner
+        self.metrics.add_namespace(namespace)
+        self.leadership.served = len(self.runners)
         return runner
+
+    def _discover(self) -> list[str]:
+        """The namespaces found (runtime.discovery) that no runner serves yet."""
+        try:
+            found = found_namespaces(self.client, self.config.redis.prefix, self.options.data_dir)
+        except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
+            log.warning("namespaces.discovery_failed", error=str(exc)[:300])
+            return []
+        return [ns for ns in found if ns not in self.runners]
+
+    def _take_up_new(self) -> None:
+        for namespace in self._discover():
+            log.info("namespace.found", namespace=namespace)
+            self._add_runner(namespace).start_thread()
 
     def _client_name(self) -> str:
         namespaces = self.options.namespaces
@@ -160,18 +215,29 @@ class Daemon:
             log.info("redis.connected", version=".".join(map(str, version)))
             return
 
-    # ---- the process's own thread: reloads and the watchdog ---------------------------
+    # ---- the process's own thread: reloads, the watchdog, leadership, new namespaces -----
     def _tend(self) -> None:
         ping_every = watchdog_interval()
         last_ping = -math.inf
-        tick = IDLE_TICK_SECONDS if ping_every is None else min(IDLE_TICK_SECONDS, ping_every)
+        beat_every = self._lease_ttl / 3
+        last_beat = last_look = self.clock.monotonic()
+        tick = min(IDLE_TICK_SECONDS, beat_every, ping_every or math.inf)
         while not self.stop_requested.is_set():
             self._wake.wait(tick)
             self._wake.clear()
+            if self.stop_requested.is_set():
+                break
             if self.reload_requested.is_set():
                 self.reload_requested.clear()
                 self._reload()
             now = self.clock.monotonic()
+            if now - last_beat >= beat_every:
+                self.leadership.beat()
+                last_beat = now
+            discover_every = self.config.daemon.discover_interval.total_seconds()
+            if self.discovering and now - last_look >= discover_every:
+                self._take_up_new()
+                last_look = now
             if ping_every is not None and now - last_ping >= ping_every and self._turning(now):
                 self.notifier.watchdog()
                 last_ping = now

@@ -11,6 +11,7 @@ commands). `stand_by` is what a runner does while it does not lead.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import threading
@@ -29,8 +30,10 @@ from mnemod.processes import describe_owner, owner_is_gone
 from mnemod.redisio.connection import Backoff, describe
 from mnemod.redisio.keys import Keys
 from mnemod.redisio.lease import Lease
+from mnemod.redisio.presence import Presence
 from mnemod.runtime.commands import Command, CommandQueue
 from mnemod.runtime.hot_sync import HotSync
+from mnemod.runtime.leadership import Leadership
 from mnemod.runtime.metrics import Metrics
 from mnemod.runtime.rpc_server import RpcServer
 from mnemod.runtime.scheduler import Scheduler
@@ -56,9 +59,14 @@ class Host(Protocol):
     clock: Clock
     owner: str
     url: str
-    client: redis.Redis
     metrics: Metrics
     stop_requested: threading.Event
+
+    @property
+    def client(self) -> redis.Redis: ...
+
+    @property
+    def leadership(self) -> Leadership: ...
 
     def wait_out(self, backoff: Backoff, error: str) -> None: ...
 
@@ -96,6 +104,8 @@ class NamespaceRunner:
         self.folders = folders
         self.keys = Keys(host.config.redis.prefix, namespace)
         self.commands = CommandQueue()
+        # the daemons ready to take this namespace over (this one, while under its share)
+        self.standby = Presence(host.client, self.keys.standby, host.config.daemon.lease_ttl)
         self.state = "stopped"
         self.beat = host.clock.monotonic()  # the loop's last turn: the watchdog looks
         self._fresh_config: Config | None = None
@@ -124,6 +134,7 @@ class NamespaceRunner:
                     break
                 try:
                     self._lead(lease)
+                    continue  # stopped (the loop ends) or handed over (stand by again)
                 except LockedError as exc:
                     # Another process on this data folder still writes the namespace (its
                     # lease lapsed but it lives): stand by rather than fight over the files.
@@ -132,36 +143,78 @@ class NamespaceRunner:
                     continue
                 except LeaseLost:
                     log.error("lease.lost", namespace=self.namespace, action="stopped writing")
-                    host.metrics.set_leader(self.namespace, False)
                     continue
-                break
+                finally:
+                    host.leadership.let_go(self.namespace)
+                    host.metrics.set_leader(self.namespace, False)
         finally:
             self.state = "stopped"
 
     def stand_by(self, lease: Lease) -> bool:
-        """While another daemon leads: wait until this one holds the lease (True) or a
+        """While another daemon leads (or this one leaves the namespace to a daemon under
+        its share: runtime.leadership): wait until this one holds the lease (True) or a
         stop is asked (False)."""
         host = self.host
         announced = False
         self.state = "standby"
-        while not host.stop_requested.is_set():
-            self.beat = host.clock.monotonic()
-            try:
-                self._clear_dead_holder(lease)
-                if lease.acquire():
-                    log.info("lease.acquired", namespace=self.namespace, owner=host.owner)
-                    return True
-            except REDIS_ERRORS as exc:
-                log.warning("redis.unavailable", error=describe(exc))
-                host.revive_embedded()
-            if not announced:
-                holder = lease.holder()
-                leader = describe_owner(holder)
-                log.info("lease.standby", namespace=self.namespace, holder=holder)
-                host.announce(self.namespace, "standby", leader)
-                announced = True
-            host.stop_requested.wait(lease.ttl / 3)
+        free_since: float | None = None  # when the lease was first seen free
+        try:
+            while not host.stop_requested.is_set():
+                self.beat = host.clock.monotonic()
+                try:
+                    self._clear_dead_holder(lease)
+                    holder = lease.holder()
+                    if holder is None or holder == host.owner:
+                        free_since = self.beat if free_since is None else free_since
+                        if self._take(lease, free_since):
+                            return True
+                    else:
+                        free_since = None
+                    self._say_ready()
+                except REDIS_ERRORS as exc:
+                    log.warning("redis.unavailable", error=describe(exc))
+                    host.revive_embedded()
+                if not announced:
+                    holder = lease.holder()
+                    log.info("lease.standby", namespace=self.namespace, holder=holder)
+                    host.announce(self.namespace, "standby", describe_owner(holder))
+                    announced = True
+                host.stop_requested.wait(lease.ttl / 3)
+            return False
+        finally:
+            self._say_ready(False)
+
+    def _take(self, lease: Lease, free_since: float) -> bool:
+        """Take the free lease, if this daemon's share allows it."""
+        leadership = self.host.leadership
+        if not leadership.may_take(self.namespace, free_since):
+            return False
+        if lease.acquire():
+            log.info("lease.acquired", namespace=self.namespace, owner=self.host.owner)
+            return True
+        leadership.let_go(self.namespace)
         return False
+
+    def _say_ready(self, ready: bool | None = None) -> None:
+        """Stand by for the namespace in `standby` while under this daemon's share (a leader
+        over its share hands it over then), not otherwise."""
+        with contextlib.suppress(*REDIS_ERRORS):
+            if self.host.leadership.willing if ready is None else ready:
+                self.standby.here(self.host.owner)
+            else:
+                self.standby.gone(self.host.owner)
+
+    def _hand_over(self) -> bool:
+        """Whether to hand the namespace to a daemon standing by for it: this one leads
+        more than its share (runtime.leadership)."""
+        leadership, owner = self.host.leadership, self.host.owner
+        if not leadership.over_share:
+            return False
+        others = [member for member in self.standby.present() if member != owner]
+        if not others or not leadership.hand_off(self.namespace):
+            return False
+        log.info("lease.handing_over", namespace=self.namespace, standing_by=len(others))
+        return True
 
     def _clear_dead_holder(self, lease: Lease) -> None:
         """A holder on this host whose process is gone (a kill -9, a crash) cannot renew:
@@ -246,6 +299,8 @@ class NamespaceRunner:
                     if not lease.acquire():
                         raise LeaseLost(f"lease of {self.namespace} is held by {lease.holder()}")
                     last_renew = clock.monotonic()
+                    if self._hand_over():
+                        return
                 self._take_fresh_config(engine, writer)
                 for command in self.commands.drain():
                     if command.kind == "heartbeat":
