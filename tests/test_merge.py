@@ -110,8 +110,8 @@ def test_repeating_part_of_a_memory_keeps_the_fuller_one(tmp_path: Path, clock: 
     again = store.add("The user prefers metric units and Asia/Taipei", type="preference")
     assert again.id == first.id and again.content == UNITS  # folded into the fuller text
     archived = archive_of(tmp_path / "data")
-    [record] = [r for r in archived if r["reason"] == f"merged into {first.id}"]
-    assert record["entry"]["content"] == "The user prefers metric units and Asia/Taipei"
+    folded = {r["entry"]["content"] for r in archived if r["reason"] == f"merged into {first.id}"}
+    assert "The user prefers metric units and Asia/Taipei" in folded  # TIMEZONE may be too
     store.close()
 
 

@@ -220,7 +220,7 @@ _GUARD_SAYS = {
 
 def _dedupe_line(row: dict[str, Any]) -> str:
     refused = row["refused_by"]
-    # the wording term's share of the score, when it moved it
+    # the wording penalty within the score, when there is one
     score = f"score {row['score']:.3f}"
     if row.get("wording"):
         score += f" (wording {row['wording']:+.3f})"

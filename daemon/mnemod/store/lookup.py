@@ -16,7 +16,6 @@ from mnemod.config import DedupConfig
 from mnemod.domain.dedup import (
     ProbeWeights,
     Side,
-    balance_floor,
     compare,
     jaccard_floor,
     prefix_length,
@@ -119,9 +118,9 @@ class Lookup:
             return frequency.get((kind, word), 0) - (indexed and word in mine)
 
         weights = ProbeWeights(mine, stored, max(0, self._per_kind[kind] - 1 - indexed))
-        # a candidate far longer or shorter than `entry` cannot reach the threshold
-        # (domain.dedup.balance_floor) and is not compared
-        length, bound = entry.tokens, balance_floor(config) - 1e-9
+        # the score is at most the balance of lengths: a candidate far longer or shorter
+        # than `entry` is not compared
+        length, bound = entry.tokens, config.threshold - 1e-9
         probe = Side(mine, entry.content, length)
         best_id, best_score = "", -1.0
         for other_id in candidates:
