@@ -260,3 +260,12 @@ def test_the_wording_only_lowers_the_score(
     assert verdict.score <= balance + 1e-9 or not verdict.merges
     if verdict.merges:
         assert balance >= threshold - 1e-9
+
+
+def test_unspaced_near_duplicates_still_merge() -> None:
+    """A CJK run is one "word" to the word pattern: the wording reads its character pairs,
+    so a long near-duplicate in Chinese is not refused for its phrasing."""
+    a = side("使用者喜歡喝烏龍茶，每天早上都會泡一壺")
+    b = side("使用者很喜歡喝烏龍茶，每天早上都會泡一壺")
+    assert a.length >= 15  # long enough for the wording to count fully
+    assert compare(a, b, DedupConfig()).merges
