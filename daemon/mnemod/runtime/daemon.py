@@ -25,7 +25,13 @@ from mnemod.clock import Clock
 from mnemod.config import Config, load_config, redact_url
 from mnemod.errors import ConfigError, LockedError, MnemodError
 from mnemod.processes import describe_owner, owner_id, owner_is_gone
-from mnemod.redisio.connection import Backoff, check_version, connect, describe
+from mnemod.redisio.connection import (
+    FAILOVER_ERRORS,
+    Backoff,
+    check_version,
+    connect,
+    describe,
+)
 from mnemod.redisio.embedded import DAEMON_CLIENT, EmbeddedRedis
 from mnemod.redisio.keys import Keys
 from mnemod.redisio.lease import Lease
@@ -43,7 +49,11 @@ from mnemod.store.heap import freeze_heap
 from mnemod.store.paths import NamespacePaths
 
 log = structlog.get_logger("mnemod.daemon")
-REDIS_ERRORS = (redis.ConnectionError, redis.TimeoutError)
+REDIS_ERRORS: tuple[type[BaseException], ...] = (
+    redis.ConnectionError,
+    redis.TimeoutError,
+    *FAILOVER_ERRORS,
+)
 REVIVE_CALM_SECONDS = 10.0  # an embedded server started again sooner is a crash loop
 
 
