@@ -13,8 +13,9 @@ import random
 import socket
 import subprocess
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Self, cast
 
 import redis
 
@@ -106,10 +107,46 @@ class Server:
                 self.process.wait(10)
 
 
-class LocalCluster:
+class Topology:
+    """Servers started together (`start`), all stopped at the end of a `with` block, or
+    when setting them up fails half-way (`setting_up`)."""
+
+    def __init__(self) -> None:
+        self.started: list[Server] = []
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self, folder: Path, port: int, config: list[str], sentinel: bool = False) -> Server:
+        server = Server(folder, port, config, sentinel)
+        self.started.append(server)
+        return server
+
+    @contextlib.contextmanager
+    def setting_up(self) -> Iterator[None]:
+        try:
+            yield
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        for server in reversed(self.started):  # the sentinels first: no failover on the way
+            server.stop()
+
+
+class LocalCluster(Topology):
     """`masters` masters with a replica each, all slots assigned."""
 
     def __init__(self, root: Path, masters: int = 3) -> None:
+        super().__init__()
+        with self.setting_up():
+            self._create(root, masters)
+
+    def _create(self, root: Path, masters: int) -> None:
         config = [
             "cluster-enabled yes",
             f"cluster-node-timeout {NODE_TIMEOUT_MS}",
@@ -118,10 +155,8 @@ class LocalCluster:
         ]
         self.servers: list[Server] = []
         for n in range(masters * 2):
-            port = free_port(bus=True)
-            self.servers.append(
-                Server(root / f"node{n}", port, [*config, f"cluster-config-file {root}/n{n}.conf"])
-            )
+            own = [*config, f"cluster-config-file {root}/n{n}.conf"]
+            self.servers.append(self.start(root / f"node{n}", free_port(bus=True), own))
         subprocess.run(
             [
                 "redis-cli",
@@ -212,7 +247,7 @@ class LocalCluster:
         wait_until(lambda: self.role(replica) == "master", timeout=30, interval=0.1)
         wait_until(self._state_ok, timeout=30, interval=0.1)
         index = self.servers.index(master)
-        back = self.servers[index] = Server(master.folder, master.port, master.config)
+        back = self.servers[index] = self.start(master.folder, master.port, master.config)
         wait_until(lambda: self._replicates(back), timeout=30, interval=0.1)
         return replica
 
@@ -227,24 +262,25 @@ class LocalCluster:
             if s.alive()
         )
 
-    def stop(self) -> None:
-        for server in self.servers:
-            server.stop()
 
-
-class LocalSentinel:
+class LocalSentinel(Topology):
     """A master, one replica, three sentinels watching them as `SERVICE`."""
 
     def __init__(self, root: Path) -> None:
-        self.master = Server(root / "master", free_port(), ["appendonly no"])
-        self.replica = Server(
+        super().__init__()
+        with self.setting_up():
+            self._create(root)
+
+    def _create(self, root: Path) -> None:
+        self.master = self.start(root / "master", free_port(), ["appendonly no"])
+        self.replica = self.start(
             root / "replica",
             free_port(),
             ["appendonly no", f"replicaof 127.0.0.1 {self.master.port}"],
         )
         wait_until(self._replicating, timeout=20, interval=0.1)
         self.sentinels = [
-            Server(
+            self.start(
                 root / f"sentinel{n}",
                 free_port(),
                 [
@@ -298,10 +334,6 @@ class LocalSentinel:
         new = next(s for s in self.servers if s.port == self.master_port())
         wait_until(lambda: _role(new) == "master", timeout=30, interval=0.1)
         return new
-
-    def stop(self) -> None:
-        for server in [*self.sentinels, self.master, self.replica]:
-            server.stop()
 
 
 def _role(server: Server) -> str:

@@ -22,11 +22,8 @@ pytestmark = [pytest.mark.process, pytest.mark.slow]
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
-    topology = LocalCluster(tmp_path / "cluster")
-    try:
+    with LocalCluster(tmp_path / "cluster") as topology:
         yield topology
-    finally:
-        topology.stop()
 
 
 def slot_of(namespace: str) -> int:

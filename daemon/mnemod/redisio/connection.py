@@ -101,10 +101,10 @@ def connect(
         return redis.Redis.from_url(
             absolute_socket_url(url), retry=Retry(NoBackoff(), retries), **options
         )
-    except (ValueError, redis.exceptions.RedisClusterException) as exc:
+    except ValueError as exc:
         # redis-py's message may quote the URL: rebuild it without the password.
         raise InvalidInputError("redis.url", f"cannot use {redact_url(url)!r}") from exc
-    except redis.RedisError as exc:
+    except REDIS_FAILURES as exc:  # a cluster none of whose nodes answers
         raise RedisUnavailableError(f"{redact_url(url)}: unreachable ({describe(exc)})") from exc
 
 
@@ -131,6 +131,8 @@ def _split_hosts(url: str, default_port: int) -> tuple[str, str, list[tuple[str,
 def _cluster(url: str, retries: int, options: dict[str, Any]) -> redis.Redis:
     """A RedisCluster that starts from every node the URL names."""
     scheme, credentials, nodes, tail = _split_hosts(url, CLUSTER_PORT)
+    if tail.partition("?")[0].strip("/") not in ("", "0"):
+        raise ValueError("a cluster has only database 0")
     (host, port), others = nodes[0], nodes[1:]
     first = f"{scheme}://{credentials}{host}:{port}{tail}"
     client = RedisCluster(
