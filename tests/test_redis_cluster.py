@@ -5,6 +5,7 @@ exits."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 from redis.crc import key_slot
 
 from daemon_proc import DaemonFactory, index_entries
-from helpers import wait_until
+from helpers import run_cli, wait_until
 from mnemod.client import Client as AgentClient
 from mnemod.redisio.keys import Keys
 from redis_topology import Ingest, LocalCluster
@@ -89,4 +90,9 @@ def test_namespaces_on_two_masters_survive_a_slot_migration_and_a_master_failove
         f"{ingest.retried + other.retried} sent again ({ingest.errors}, {other.errors})"
     )
     assert ingest.retried + other.retried > 0  # the failover was felt
+    # `mnemod status` and `doctor` read the namespaces on their new master
+    args = ("--redis-url", cluster.url, "--namespace", first)
+    status = json.loads(run_cli(data[first], "status", "--json", *args).stdout)
+    assert status["namespaces"][first]["daemon"] == "running", status
+    run_cli(data[first], "doctor", "--quiet", *args)
     assert sum(p.count_events("redis.unavailable") for p in procs.values()) > 0

@@ -4,15 +4,17 @@ add a replica had confirmed (WAIT) is in its files."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from daemon_proc import DaemonFactory, index_entries
-from helpers import wait_until
+from helpers import run_cli, wait_until
 from mnemod.client import Client as AgentClient
 from redis_topology import Ingest, LocalSentinel
+from test_claude_hook import context, hook, prompt
 
 pytestmark = [pytest.mark.process, pytest.mark.slow]
 
@@ -26,7 +28,7 @@ def sentinel(tmp_path: Path) -> Iterator[LocalSentinel]:
 def test_a_sentinel_failover_during_ingest_loses_no_replicated_add(
     daemons: DaemonFactory, sentinel: LocalSentinel
 ) -> None:
-    data = daemons.data_dir()
+    data = daemons.data_dir("project/.mnemod")
     proc = daemons.daemon(data, redis_url=sentinel.url).start()
     proc.wait_log("daemon.running", timeout=60)
     with AgentClient(sentinel.url) as agent:
@@ -50,6 +52,16 @@ def test_a_sentinel_failover_during_ingest_loses_no_replicated_add(
         assert "Asia/Taipei" in agent.resolve("which timezone?", timeout=20)["text"]
     assert proc.running(), proc.tail()
     assert proc.count_events("redis.unavailable") > 0  # it felt the failover, and went on
+    # the CLI and the Claude Code hook find the daemon on the new master too
+    env = {"MNEMOD_REDIS_URL": sentinel.url}
+    status = json.loads(run_cli(data, "status", "--json", "--redis-url", sentinel.url).stdout)
+    assert status["namespaces"]["default"]["daemon"] == "running"
+    (data.parent.parent / "home").mkdir()
+    with AgentClient(sentinel.url) as agent:
+        asked = agent.redis.xinfo_stream(agent.keys.rpc)["entries-added"]
+        answer = hook(data.parent, prompt("which timezone?"), "claude-code", env=env)
+        assert "Asia/Taipei" in context(answer) and answer.stderr == ""
+        assert agent.redis.xinfo_stream(agent.keys.rpc)["entries-added"] == asked + 1  # asked it
     print(  # the figures docs/reliability.md quotes (pytest -s)
         f"confirmed {len(confirmed)} adds, {ingest.retried} sent again ({ingest.errors})"
     )
