@@ -27,7 +27,7 @@ from mnemod.clock import Clock
 from mnemod.config import Config, load_config, redact_url
 from mnemod.errors import ConfigError, MnemodError
 from mnemod.processes import owner_id
-from mnemod.redisio.connection import Backoff, check_version, connect
+from mnemod.redisio.connection import OUTAGE_ERRORS, Backoff, check_version, connect
 from mnemod.redisio.embedded import DAEMON_CLIENT, EmbeddedRedis
 from mnemod.redisio.keys import daemons_key
 from mnemod.redisio.presence import Presence
@@ -169,7 +169,7 @@ class Daemon:
         """The namespaces found (runtime.discovery) that no runner serves yet."""
         try:
             found = found_namespaces(self.client, self.config.redis.prefix, self.options.data_dir)
-        except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
+        except (*OUTAGE_ERRORS, OSError) as exc:
             log.warning("namespaces.discovery_failed", error=str(exc)[:300])
             return []
         return [ns for ns in found if ns not in self.runners]

@@ -27,7 +27,7 @@ from mnemod.clock import Clock
 from mnemod.config import Config, parse_schedule
 from mnemod.errors import LockedError, MnemodError
 from mnemod.processes import describe_owner, owner_is_gone
-from mnemod.redisio.connection import Backoff, describe
+from mnemod.redisio.connection import OUTAGE_ERRORS, Backoff, describe
 from mnemod.redisio.keys import Keys
 from mnemod.redisio.lease import Lease
 from mnemod.redisio.presence import Presence
@@ -45,7 +45,7 @@ from mnemod.store.heap import freeze_heap
 from mnemod.store.paths import NamespacePaths
 
 log = structlog.get_logger("mnemod.daemon")
-REDIS_ERRORS = (redis.ConnectionError, redis.TimeoutError)
+REDIS_ERRORS = OUTAGE_ERRORS
 
 
 class LeaseLost(MnemodError):
