@@ -56,11 +56,13 @@ class Host(Protocol):
     """What the process gives each of its namespaces (runtime.daemon.Daemon)."""
 
     config: Config
-    clock: Clock
     owner: str
     url: str
     metrics: Metrics
     stop_requested: threading.Event
+
+    @property
+    def clock(self) -> Clock: ...
 
     @property
     def client(self) -> redis.Redis: ...
@@ -253,6 +255,7 @@ class NamespaceRunner:
                 engine.paths.l2_dir,
                 config.daemon.watch_debounce.total_seconds(),
                 self.commands.post,
+                clock,
             )
             watcher.start()
             stack.callback(watcher.stop)
