@@ -54,6 +54,9 @@ class Host:
     def stopping(self, text: str) -> None:
         return None
 
+    def fail(self, exc: BaseException) -> None:
+        raise AssertionError(f"the runner failed: {exc!r}") from exc
+
 
 @pytest.fixture
 def host(redis_client: redis.Redis) -> Host:

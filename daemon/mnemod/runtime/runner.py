@@ -78,6 +78,8 @@ class Host(Protocol):
 
     def stopping(self, text: str) -> None: ...
 
+    def fail(self, exc: BaseException) -> None: ...
+
 
 @dataclass(frozen=True)
 class Leading:
@@ -117,9 +119,18 @@ class NamespaceRunner:
     # ---- from the process's thread --------------------------------------------------------
     def start_thread(self) -> None:
         self.thread = threading.Thread(
-            target=self.run, name=f"mnemod-ns-{self.namespace}", daemon=True
+            target=self._run_on_thread, name=f"mnemod-ns-{self.namespace}", daemon=True
         )
         self.thread.start()
+
+    def _run_on_thread(self) -> None:
+        """`run`, whose failure stops the process as it would a daemon of this namespace
+        alone (systemd restarts it), rather than leave the namespace unled."""
+        try:
+            self.run()
+        except BaseException as exc:  # noqa: BLE001 (any: it ends the process, reported)
+            log.error("daemon.namespace_failed", namespace=self.namespace, error=repr(exc)[:300])
+            self.host.fail(exc)
 
     def reload(self, fresh: Config) -> None:
         """A new config, taken up by the loop at its next turn."""
