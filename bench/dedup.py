@@ -2,7 +2,7 @@
 
 Each pair is judged by `domain.dedup.compare`, as dedup on add and GC judge two entries: the
 plain keyword Jaccard floor, the score (rare words weigh more; times the balance of lengths;
-plus the wording term) against the threshold, then the guards. The sentences of the file
+less the wording penalty) against the threshold, then the guards. The sentences of the file
 are the store: a word's weight comes from how many other sentences hold it. Printed, and
 written as JSON:
 - the defaults, on the whole file and on a fixed held-out part (pairs whose id hashes into
@@ -13,9 +13,9 @@ written as JSON:
   a technique that only moves along the precision/recall curve earns nothing there);
 - the old rule (keyword Jaccard ≥ 0.55 alone) and a sweep of the threshold;
 - the cost per add: `Lookup.similar` with the first sentence of each pair stored, the
-  second added (every add meets its near-duplicate: the wording term is read), and with
-  the first sentences of half the pairs stored and the second of the other half added
-  (an add with no near-duplicate, the common case).
+  second added (every add meets its near-duplicate; the wording is read for those that
+  would merge), and with the first sentences of half the pairs stored and the second of
+  the other half added (an add with no near-duplicate, the common case).
 For memory dedup a false merge loses a memory, a missed one costs a few tokens: precision
 matters more than recall.
 
