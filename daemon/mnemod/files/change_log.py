@@ -35,6 +35,7 @@ from mnemod.files.atomic import append_bytes, fsync_dir
 log = structlog.get_logger("mnemod.log")
 SEGMENT_BYTES = 32 * 1024 * 1024
 _CRC_MARK = b',"crc":'
+_SEQ_MARK = b'{"seq":'
 
 
 class CorruptLogError(CorruptFileError):
@@ -50,18 +51,42 @@ def encode_record(record: dict[str, Any]) -> bytes:
     return body[:-1] + _CRC_MARK + str(crc).encode() + b"}\n"
 
 
-def decode_record(line: bytes) -> dict[str, Any] | None:
-    """The record of one line, or None when it is torn or damaged."""
+def _checked(line: bytes) -> int:
+    """Where the CRC mark of a line whose CRC holds starts; 0 for a torn or damaged line."""
     if not line.endswith(b"\n"):
-        return None
+        return 0
     mark = line.rfind(_CRC_MARK)
     if mark <= 0:
-        return None
+        return 0
     try:
         crc = int(line[mark + len(_CRC_MARK) : -2])
     except ValueError:
-        return None
+        return 0
     if line[-2:] != b"}\n" or zlib.crc32(line[:mark]) != crc:
+        return 0
+    return mark
+
+
+def record_seq(line: bytes) -> int | None:
+    """The seq of a line whose CRC holds, read from its start as `encode_record` writes it
+    (`{"seq":7,`) without decoding the rest (a record of a bulk import holds 80 MB of
+    entries); other lines are decoded. None when the line is torn or damaged."""
+    mark = _checked(line)
+    if not mark:
+        return None
+    if line.startswith(_SEQ_MARK):
+        end = line.find(b",", len(_SEQ_MARK), len(_SEQ_MARK) + 21)
+        digits = line[len(_SEQ_MARK) : end] if end > 0 else b""
+        if digits.isdigit():
+            return int(digits)
+    record = decode_record(line)
+    return None if record is None else int(record["seq"])
+
+
+def decode_record(line: bytes) -> dict[str, Any] | None:
+    """The record of one line, or None when it is torn or damaged."""
+    mark = _checked(line)
+    if not mark:
         return None
     try:
         record = orjson.loads(line[:mark] + b"}")
@@ -106,15 +131,18 @@ class ChangeLog:
             if following is not None and following.first_seq <= seq + 1:
                 continue  # wholly at or before `seq`
             last = following is None
-            for record in self._records(segment.path, last):
-                if record["seq"] > seq:
-                    yield record
+            yield from self._records(segment.path, last, seq)
 
-    def _records(self, path: Path, last_segment: bool) -> Iterator[dict[str, Any]]:
+    def _records(self, path: Path, last_segment: bool, after: int) -> Iterator[dict[str, Any]]:
+        """The records of one segment with a seq above `after` (those at or below it are
+        checked, not decoded)."""
         with path.open("rb") as handle:
             lines = handle.readlines()
         for number, line in enumerate(lines, start=1):
-            record = decode_record(line)
+            found = record_seq(line)
+            if found is not None and found <= after:
+                continue
+            record = decode_record(line) if found is not None else None
             if record is not None:
                 yield record
                 continue
@@ -135,13 +163,13 @@ class ChangeLog:
         lines = data.splitlines(keepends=True)
         last_seq = newest.first_seq - 1
         for number, line in enumerate(lines, start=1):
-            record = decode_record(line)
-            if record is None:
+            found = record_seq(line)
+            if found is None:
                 if number != len(lines):
                     raise CorruptLogError(newest.path, "damaged record (bad CRC or JSON)", number)
                 good = len(data) - len(line)
                 break
-            last_seq = record["seq"]
+            last_seq = found
         if good < len(data) and not self.readonly:
             with newest.path.open("r+b") as handle:
                 handle.truncate(good)

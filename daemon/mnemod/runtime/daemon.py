@@ -221,10 +221,7 @@ class Daemon:
             status = StatusWriter(client, keys, self.owner, self.url, self.clock)
             writer.ensure_groups()
             hot.rebuild(engine)
-            # Before serving, so that no snapshot waits for them: 0.1 s at 10k entries and
-            # about 2 s at 100k, which the first snapshot under load took at once otherwise.
-            engine.texts.warm(math.inf, engine.entries)
-            freeze_heap()
+            freeze_heap()  # the indexes and entries' JSON are built after, in idle slices
             scheduler = Scheduler(self.config.schedule, self.commands.post)
             scheduler.start()
             stack.callback(scheduler.shutdown)

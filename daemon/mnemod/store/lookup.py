@@ -6,7 +6,10 @@ reads only the sizes that can still reach the threshold (see there).
 
 Held for every entry, so kept small: postings are dicts used as sets (a dict of five ids
 takes a quarter of a set's memory) and each entry's words a tuple (a fifth of a frozenset);
-at 10,000 entries sets took 24 MB, more than the entries' own text."""
+at 10,000 entries sets took 24 MB, more than the entries' own text.
+
+Made with `words=False`, it keeps only the labels and aliases until its owner sets
+`words` and feeds it the words of the entries it holds already (`add_words`: store.warming)."""
 
 from __future__ import annotations
 
@@ -27,7 +30,8 @@ MAX_ALIAS_HOPS = 100
 
 
 class Lookup:
-    def __init__(self) -> None:
+    def __init__(self, words: bool = True) -> None:
+        self.words = words  # whether `add` indexes the entry's words
         self.keys: dict[str, str] = {}
         self.aliases: dict[str, str] = {}
         # (type, word) -> size of the entry's keyword set -> entry ids
@@ -38,17 +42,25 @@ class Lookup:
         self._per_kind: Counter[str] = Counter()  # entries indexed, by type
 
     def add(self, entry: Entry) -> None:
-        self._unindex(entry.id)  # added again: replaces what was indexed
+        if self.words:
+            self.add_words(entry)
+        if entry.key:
+            self.keys[entry.key] = entry.id
+        for old_id in entry.merged_from:
+            self.aliases[old_id] = entry.id
+
+    def has_words(self, entry_id: str) -> bool:
+        return entry_id in self._kinds
+
+    def add_words(self, entry: Entry) -> None:
+        """Index the entry's words (replacing what was indexed of it)."""
+        self._unindex(entry.id)
         words = self._sets[entry.id] = tuple(dict.fromkeys(entry.keywords))
         self._kinds[entry.id] = entry.type
         self._per_kind[entry.type] += 1
         for word in words:
             self._postings[(entry.type, word)].setdefault(len(words), {})[entry.id] = None
             self._frequency[(entry.type, word)] += 1
-        if entry.key:
-            self.keys[entry.key] = entry.id
-        for old_id in entry.merged_from:
-            self.aliases[old_id] = entry.id
 
     def discard(self, entry: Entry) -> None:
         self._unindex(entry.id)
