@@ -232,6 +232,14 @@ class HotLayer:
         """Ids of a layer's items, lowest score first."""
         return cast(list[str], self.client.zrange(self.keys.layer(layer), 0, -1))
 
+    def scores(self, layer: str) -> dict[str, float]:
+        """Each of a layer's ids with its score."""
+        pairs = cast(
+            list[tuple[str, float]],
+            self.client.zrange(self.keys.layer(layer), 0, -1, withscores=True),
+        )
+        return dict(pairs)
+
     def id_for_key(self, label: str) -> str | None:
         return cast("str | None", self.client.get(self.keys.key(label)))
 

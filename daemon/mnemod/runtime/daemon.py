@@ -220,7 +220,7 @@ class Daemon:
             writer.snapshot_interval = _interval_seconds(self.config.schedule.snapshot, 2.0)
             status = StatusWriter(client, keys, self.owner, self.url, self.clock)
             writer.ensure_groups()
-            hot.rebuild(engine)
+            hot.start(engine, engine.committed_seq)
             freeze_heap()  # the indexes and entries' JSON are built after, in idle slices
             scheduler = Scheduler(self.config.schedule, self.commands.post)
             scheduler.start()
@@ -244,6 +244,8 @@ class Daemon:
             log.info("daemon.draining", namespace=ns)
             try:
                 writer.commit(force=True, checkpoint=True)
+                if not writer.hot_pending:
+                    hot.mark_clean(engine.committed_seq, engine)
                 status.write(engine, writer, hot, scheduler, state=self.state.value)
             except REDIS_ERRORS as exc:
                 log.warning("redis.unavailable", error=describe(exc), at="shutdown")

@@ -139,6 +139,11 @@ class Engine:
         return self.commits.checkpoint(self._stats())
 
     @property
+    def committed_seq(self) -> int:
+        """The last record of the change log (what the files hold once derived)."""
+        return self.commits.log.last_seq
+
+    @property
     def last_event_id(self) -> str | None:
         return self.state.last_event_id
 
