@@ -33,6 +33,8 @@ from mnemod.files.atomic import atomic_write_chunks
 
 FORMAT = "mnemod.l3/2"
 FORMAT_V1 = "mnemod.l3/1"
+# the checkpoint's `stats`, all of them there since the format's readers may answer from them
+STATS_FIELDS = ("entries", "by_type", "l2", "l2_by_type", "promotable", "tokens")
 log = structlog.get_logger("mnemod.l3")
 
 

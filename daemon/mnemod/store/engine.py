@@ -125,10 +125,21 @@ class Engine:
         return self.commits.commit(now) > 0
 
     def _stats(self) -> dict[str, Any]:
+        """The checkpoint's `stats` (files.l3_store.STATS_FIELDS): `mnemod stats` answers
+        from them while no record follows the checkpoint (store.reader)."""
+        return self.stats()
+
+    def stats(self) -> dict[str, Any]:
+        """The namespace's counts: entries (L3) by type, L2 by type, promotable entries and
+        the L3 entries' tokens."""
+        l3 = self.entries.values()
         return {
             "entries": len(self.entries),
             "by_type": self.counts_by_type(),
             "l2": len(self.l2_entries),
+            "l2_by_type": dict(sorted(Counter(e.type for e in self.l2_entries.values()).items())),
+            "promotable": sum(1 for e in l3 if e.promotable),
+            "tokens": sum(e.tokens for e in l3),
         }
 
     def checkpoint_job(self) -> Any:
