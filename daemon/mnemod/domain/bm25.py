@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import sys
 from collections import Counter
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
@@ -80,7 +81,10 @@ class Bm25Index:
         self.params = params or Bm25Params()
         self._groups: dict[str, dict[tuple[int, int], dict[str, None]]] = {}
         self._df: dict[str, int] = {}
-        self._doc_terms: dict[str, Counter[str]] = {}
+        # each document's terms in its order, repeats kept (tf = count), each term one
+        # string however many documents hold it: a tuple is a third of a Counter's memory,
+        # and one copy of each term string a fraction of one per document
+        self._doc_terms: dict[str, tuple[str, ...]] = {}
         self._doc_len: dict[str, int] = {}
         self._total_len = 0
         # each term's groups by contribution, valid until the next add or remove (the
@@ -110,9 +114,10 @@ class Bm25Index:
             self.remove(doc_id)
         self._impact_cache.clear()
         self._value_cache.clear()
-        counts = Counter(terms)
-        length = sum(counts.values())
-        self._doc_terms[doc_id] = counts
+        listed = tuple(map(sys.intern, terms))
+        counts = Counter(listed)
+        length = len(listed)
+        self._doc_terms[doc_id] = listed
         self._doc_len[doc_id] = length
         self._total_len += length
         groups, df = self._groups, self._df
@@ -134,9 +139,10 @@ class Bm25Index:
 
     def remove(self, doc_id: str) -> bool:
         """Forget `doc_id`; False when it was not indexed."""
-        counts = self._doc_terms.pop(doc_id, None)
-        if counts is None:
+        listed = self._doc_terms.pop(doc_id, None)
+        if listed is None:
             return False
+        counts = Counter(listed)
         self._impact_cache.clear()
         self._value_cache.clear()
         length = self._doc_len.pop(doc_id)
@@ -257,7 +263,7 @@ class Bm25Index:
                 continue
             by_key = self._values(term)
             for doc_id in totals:
-                tf = doc_terms[doc_id].get(term)
+                tf = doc_terms[doc_id].count(term)
                 if tf:
                     totals[doc_id] += by_key[(tf, doc_len[doc_id])]
 
@@ -291,7 +297,7 @@ class Bm25Index:
             total = 0.0
             hit = False
             for term, idf in weighted:
-                tf = counts.get(term)
+                tf = counts.count(term)
                 if tf:
                     total += idf * tf * k1p / (tf + norm)
                     hit = True

@@ -29,13 +29,12 @@ import orjson
 from mnemod.domain.model import Entry
 from mnemod.errors import CorruptFileError, InvalidInputError
 from mnemod.files.change_log import ChangeLog
-from mnemod.files.l3_store import FORMAT, STATS_FIELDS
+from mnemod.files.l3_store import ENTRIES_MARK, FORMAT, STATS_FIELDS
 from mnemod.store.commits import State
 from mnemod.store.l2_layer import L2Files
 from mnemod.store.paths import NamespacePaths
 from mnemod.store.recovery import apply_record
 
-_ENTRIES_MARK = b',"entries":['
 _HEAD_LIMIT = 64 * 1024 * 1024  # the L2 entries are in the head: a generous bound
 _ENTRY_LIMIT = 4 * 1024 * 1024  # one entry's JSON: content is at most 64 KB by default
 _ID_AT = re.compile(rb'[\[,]\{"id":"((?:[^"\\]|\\.)*)",')  # an L3 entry's start
@@ -58,14 +57,14 @@ def read_head(path: Path) -> Head | None:
     try:
         with path.open("rb") as handle:
             data = handle.read(1 << 16)
-            while _ENTRIES_MARK not in data and len(data) < _HEAD_LIMIT:
+            while ENTRIES_MARK not in data and len(data) < _HEAD_LIMIT:
                 more = handle.read(len(data))
                 if not more:
                     return None
                 data += more
     except OSError:
         return None
-    at = data.find(_ENTRIES_MARK)
+    at = data.find(ENTRIES_MARK)
     if at < 0:
         return None
     try:
@@ -80,7 +79,7 @@ def read_head(path: Path) -> Head | None:
         return None
     if (last is not None and not isinstance(last, str)) or not isinstance(written, dict):
         return None
-    return Head(seq, last, stats, l2, written, at + len(_ENTRIES_MARK))
+    return Head(seq, last, stats, l2, written, at + len(ENTRIES_MARK))
 
 
 def committed_stats(paths: NamespacePaths) -> tuple[dict[str, Any], str | None] | None:
