@@ -71,3 +71,23 @@ def test_records_at_or_before_the_checkpoint_are_skipped_but_must_be_sound(
     segment.write_bytes(b"".join(lines))
     with pytest.raises(change_log.CorruptLogError):
         list(ChangeLog(folder, readonly=True).read_after(3))
+
+
+def test_reading_after_the_open_starts_where_the_open_checked_and_sees_later_appends(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "log"
+    log = ChangeLog(folder)
+    for seq in range(1, 6):
+        log.append([{"seq": seq, "ops": []}])
+    again = ChangeLog(folder)
+    assert [r["seq"] for r in again.read_after(2)] == [3, 4, 5]
+    assert [r["seq"] for r in again.read_after(5)] == []
+    again.append([{"seq": 6, "ops": []}, {"seq": 7, "ops": []}])
+    assert [r["seq"] for r in again.read_after(5)] == [6, 7]
+    assert [r["seq"] for r in again.read_after(0)] == list(range(1, 8))
+    segment = next(folder.glob("*.jsonl"))
+    with segment.open("ab") as handle:
+        handle.write(b'{"seq":8,"ops":[]')  # torn: never committed
+    reader = ChangeLog(folder, readonly=True)
+    assert [r["seq"] for r in reader.read_after(6)] == [7]

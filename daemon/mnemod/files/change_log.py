@@ -111,6 +111,10 @@ class ChangeLog:
         self._newest: Path | None = None
         self._size = 0  # bytes of the newest segment
         self._older = 0  # bytes of the segments before it
+        # (seq, byte offset) of each record of the newest segment as opened, checked then:
+        # read_after starts there instead of reading and checking the segment again
+        self._opened: list[tuple[int, int]] = []
+        self._opened_path: Path | None = None
         self._open()
 
     # ---- reading ---------------------------------------------------------------------
@@ -131,7 +135,35 @@ class ChangeLog:
             if following is not None and following.first_seq <= seq + 1:
                 continue  # wholly at or before `seq`
             last = following is None
-            yield from self._records(segment.path, last, seq)
+            if last and segment.path == self._opened_path and self._opened:
+                yield from self._newest_after(segment.path, seq)
+            else:
+                yield from self._records(segment.path, last, seq)
+
+    def _newest_after(self, path: Path, seq: int) -> Iterator[dict[str, Any]]:
+        """The records above `seq` of the newest segment: those `_open` checked, read from
+        the first of them on, then any appended since (checked as they are read)."""
+        starts = [at for found, at in self._opened if found > seq]
+        if not starts:
+            _, last_at = self._opened[-1]
+            with path.open("rb") as handle:
+                handle.seek(last_at)
+                handle.readline()  # the last record `_open` saw: at or below `seq`
+                rest = handle.read()
+        else:
+            with path.open("rb") as handle:
+                handle.seek(starts[0])
+                rest = handle.read()
+        lines = rest.splitlines(keepends=True)
+        for number, line in enumerate(lines, start=1):
+            record = decode_record(line)
+            if record is not None:
+                if record["seq"] > seq:
+                    yield record
+                continue
+            if number == len(lines):
+                return  # a torn last record: never committed
+            raise CorruptLogError(path, "damaged record (bad CRC or JSON)")
 
     def _records(self, path: Path, last_segment: bool, after: int) -> Iterator[dict[str, Any]]:
         """The records of one segment with a seq above `after` (those at or below it are
@@ -162,6 +194,8 @@ class ChangeLog:
         good = len(data)
         lines = data.splitlines(keepends=True)
         last_seq = newest.first_seq - 1
+        at = 0
+        opened: list[tuple[int, int]] = []
         for number, line in enumerate(lines, start=1):
             found = record_seq(line)
             if found is None:
@@ -169,7 +203,10 @@ class ChangeLog:
                     raise CorruptLogError(newest.path, "damaged record (bad CRC or JSON)", number)
                 good = len(data) - len(line)
                 break
+            opened.append((found, at))
+            at += len(line)
             last_seq = found
+        self._opened, self._opened_path = opened, newest.path
         if good < len(data) and not self.readonly:
             with newest.path.open("r+b") as handle:
                 handle.truncate(good)
