@@ -57,13 +57,19 @@ def test_a_records_seq_is_read_without_decoding_it_and_only_when_its_crc_holds()
     assert change_log.record_seq(other) == 3
 
 
-def test_records_at_or_before_the_checkpoint_are_skipped_but_must_be_sound(
-    tmp_path: Path,
-) -> None:
+def five_records(tmp_path: Path) -> Path:
+    """A log folder holding records 1 to 5."""
     folder = tmp_path / "log"
     log = ChangeLog(folder)
     for seq in range(1, 6):
         log.append([{"seq": seq, "ops": []}])
+    return folder
+
+
+def test_records_at_or_before_the_checkpoint_are_skipped_but_must_be_sound(
+    tmp_path: Path,
+) -> None:
+    folder = five_records(tmp_path)
     assert [r["seq"] for r in ChangeLog(folder).read_after(3)] == [4, 5]
     segment = next(folder.glob("*.jsonl"))
     lines = segment.read_bytes().splitlines(keepends=True)
@@ -76,10 +82,7 @@ def test_records_at_or_before_the_checkpoint_are_skipped_but_must_be_sound(
 def test_reading_after_the_open_starts_where_the_open_checked_and_sees_later_appends(
     tmp_path: Path,
 ) -> None:
-    folder = tmp_path / "log"
-    log = ChangeLog(folder)
-    for seq in range(1, 6):
-        log.append([{"seq": seq, "ops": []}])
+    folder = five_records(tmp_path)
     again = ChangeLog(folder)
     assert [r["seq"] for r in again.read_after(2)] == [3, 4, 5]
     assert [r["seq"] for r in again.read_after(5)] == []
