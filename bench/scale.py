@@ -4,16 +4,21 @@ For each size the corpus of `resolve_speed.py` (LoCoMo turns varied copy by copy
 synthetic sentences without the data file) is built once through `Store.add` inside
 `engine.batch()`, and a copy of the folder is kept as it was built. On that store:
 
-- library: `mnemod.open` (the checkpoint read, the log replayed, the indexes built) and
-  read-only recovery (`read_committed`: checkpoint and log, no indexes); durable `Store.add`
+- library: `mnemod.open` (the checkpoint read, the log replayed; the indexes are built
+  later), the first add and the first resolve after it (which build the dedup postings and
+  resolve's view), read-only recovery (`read_committed`: checkpoint and log); durable `Store.add`
   with autosave, one change-log commit each (`--adds` of them, p50/p99); `engine.checkpoint()`
   after an add; `engine.resolve` in process (p50/p99, accesses not recorded);
 - daemon (`mnemod run`, its own embedded redis-server): start-up (process start until the
-  `daemon.running` log line), resident memory of the daemon and of its redis-server after
-  `--settle` s; XADD→visible, one agent adding at `--visible-rate` events/s, timed until the
-  item's hash `m:<id>` exists in the hot layer and, separately, until the event is
-  acknowledged (durable: in the change log); resolve over the RPC stream, idle and while a
+  `daemon.running` log line), the indexes built in its idle slices after (`engine.warmed`),
+  resident memory of the daemon and of its redis-server `--settle` s after that;
+  XADD→visible, one agent adding at `--visible-rate` events/s, timed until the item's hash
+  `m:<id>` exists in the hot layer and, separately, until the event is acknowledged
+  (durable: in the change log); resolve over the RPC stream, idle and while a
   full GC (`op gc` on the events stream) runs on the writer;
+- CLI reads: `mnemod stats|get|status|list` as processes, on the closed store and beside the
+  running daemon after the XADD→visible adds (change-log records after the checkpoint), and
+  the interpreter importing the CLI alone;
 - durable ingest (on fresh copies of the built store, and of an empty one): `--events`
   adds XADDed in pipelines by 1 and by 8 agent processes, events/s from the first XADD until
   the last is acknowledged, and how fast the agents could XADD;
@@ -156,6 +161,17 @@ class Daemon:
             "peak_mb": round(footprint.status_kb(pid, "VmHWM") / 1024, 1),
             "redis_mb": round(redis_kb / 1024, 1),
         }
+
+    def warmed(self, timeout: float) -> float | None:
+        """Seconds the daemon took, after start-up, to build the indexes an open leaves for
+        later (its `engine.warmed` line), waited for; None for a store with nothing to build."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = self.events("engine.warmed")
+            if found:
+                return float(found[0]["seconds"])
+            time.sleep(0.05)
+        return None
 
     def events(self, name: str) -> list[dict[str, Any]]:
         return [row for row in self.lines if row.get("event") == name]
@@ -366,6 +382,31 @@ def rpc_resolves_during_gc(url: str, prompts: Sequence[str], idle_calls: int) ->
     }
 
 
+def cli_reads(folder: Path, entry_id: str, tries: int = 3) -> dict[str, float]:
+    """`mnemod stats|list|get|status` as a user runs them (a process each: start-up and
+    imports included), best of `tries` seconds; `python` is the interpreter starting and
+    importing the CLI alone, what every command pays before it reads anything."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOD_")} | speed.ENV
+    env["PYTHONPATH"] = str(ROOT / "daemon")
+    base = [sys.executable, "-m", "mnemod.cli.main"]
+    commands = {
+        "python": [sys.executable, "-c", "import mnemod.cli.main"],
+        "stats": [*base, "stats", "--data-dir", str(folder)],
+        "status": [*base, "status", "--data-dir", str(folder)],
+        "get": [*base, "get", entry_id, "--data-dir", str(folder)],
+        "list": [*base, "list", "--data-dir", str(folder)],
+    }
+    out: dict[str, float] = {}
+    for name, command in commands.items():
+        runs = []
+        for _ in range(tries):
+            started = time.perf_counter()
+            subprocess.run(command, env=env, stdout=subprocess.DEVNULL, check=True, timeout=600)
+            runs.append(time.perf_counter() - started)
+        out[name] = round(min(runs), 3)
+    return out
+
+
 # ---- library measurements -------------------------------------------------------------------
 def library(folder: Path, size: int, source: Iterator[str], prompts: Sequence[str],
             args: argparse.Namespace) -> dict[str, Any]:  # fmt: skip
@@ -382,6 +423,14 @@ def library(folder: Path, size: int, source: Iterator[str], prompts: Sequence[st
     store = mnemod.open(folder, config=speed.CONFIG)
     try:
         when = speed.START + speed.STEP * size
+        # the open leaves the dedup postings for the first add, resolve's view for the first
+        # resolve (store.warming): what those two pay once
+        row["first_add_s"] = round(timed(lambda: store.add(next(source), created_at=when)), 3)
+        probe = prompts[0] if prompts else "what?"
+        first = timed(lambda: store.engine.resolve(probe, speed.BUDGET, record_access=False))
+        row["first_resolve_s"] = round(first, 3)
+        ids = list(store.engine.entries)
+        row["probe_id"] = ids[len(ids) // 2] if ids else ""
         contents = [next(source) for _ in range(args.adds)]
         adds = [
             timed(lambda c=c, t=when + timedelta(seconds=i): store.add(c, created_at=t))
@@ -458,11 +507,14 @@ def run_size(size: int, base: Path, turns: list[str], prompts: list[str],
     log(f"{size}: built in {row['build_s']} s")
     row.update(library(folder, size, source, prompts, args))
     log(f"{size}: library add p50 {row['add_ms']['p50']} ms, open {row['open_s']} s")
+    row["cli"] = cli_reads(folder, row["probe_id"], args.cli_tries)
     with daemon(folder) as running:
         row["start_s"] = round(running.start_s, 2)
+        row["warm_s"] = running.warmed(args.warm_timeout)
         time.sleep(args.settle)
         row.update(running.memory())
         row["visible"] = xadd_visible(running.url, source, args.visible, args.visible_rate)
+        row["cli_daemon"] = cli_reads(folder, row["probe_id"], args.cli_tries)
         if size <= args.gc_max:
             row["rpc"] = rpc_resolves_during_gc(running.url, prompts, len(prompts))
         log(f"{size}: daemon start {row['start_s']} s, rss {row['rss_mb']} MB")
@@ -578,10 +630,22 @@ def table(rows: list[dict[str, Any]], extrapolated: dict[str, Any]) -> str:
         ("checkpoint write s", "checkpoint_s"),
         ("index.json MB", "index_mb"),
         ("mnemod.open s", "open_s"),
+        ("  first add after open s", "first_add_s"),
+        ("  first resolve after open s", "first_resolve_s"),
         ("read-only recovery s", "recover_ro_s"),
+        ("CLI python+imports s", "cli.python"),
+        ("CLI stats s (no daemon)", "cli.stats"),
+        ("CLI get s (no daemon)", "cli.get"),
+        ("CLI status s (no daemon)", "cli.status"),
+        ("CLI list s (no daemon)", "cli.list"),
+        ("CLI stats s (daemon)", "cli_daemon.stats"),
+        ("CLI get s (daemon)", "cli_daemon.get"),
+        ("CLI status s (daemon)", "cli_daemon.status"),
+        ("CLI list s (daemon)", "cli_daemon.list"),
         ("resolve in process p50 ms", "resolve_ms.p50"),
         ("resolve in process p99 ms", "resolve_ms.p99"),
         ("daemon start-up s", "start_s"),
+        ("  indexes warmed after s", "warm_s"),
         ("daemon RSS MB", "rss_mb"),
         ("  daemon peak MB", "peak_mb"),
         ("  RSS above empty KB/entry", "rss_per_entry_kb"),
@@ -632,6 +696,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--gc-max", type=int, default=10_000, help="largest size GC runs at")
     parser.add_argument("--settle", type=float, default=1.0, help="s after start-up, for RSS")
     parser.add_argument("--queries", type=int, default=60, help="distinct resolve prompts")
+    parser.add_argument("--cli-tries", type=int, default=3, help="runs of each CLI read")
+    parser.add_argument(
+        "--warm-timeout", type=float, default=600.0, help="s to wait for `engine.warmed`"
+    )
     parser.add_argument(
         "--profile", action="store_true", help="cProfile the adds and the daemon's ingest"
     )

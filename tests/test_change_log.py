@@ -46,3 +46,51 @@ def test_a_torn_last_record_is_cut_and_the_seq_goes_on(tmp_path: Path) -> None:
     assert segment.read_bytes() == whole and again.last_seq == 2
     again.append([{"seq": 3, "ops": []}])
     assert [r["seq"] for r in again.read_after(0)] == [1, 2, 3]
+
+
+def test_a_records_seq_is_read_without_decoding_it_and_only_when_its_crc_holds() -> None:
+    line = change_log.encode_record({"seq": 12, "ops": [{"op": "del", "id": "x" * 50}]})
+    assert change_log.record_seq(line) == 12
+    assert change_log.record_seq(line[:-1]) is None  # torn
+    assert change_log.record_seq(line.replace(b"xxx", b"xxy", 1)) is None  # bad CRC
+    other = change_log.encode_record({"at": "now", "seq": 3})  # seq not first: decoded
+    assert change_log.record_seq(other) == 3
+
+
+def five_records(tmp_path: Path) -> Path:
+    """A log folder holding records 1 to 5."""
+    folder = tmp_path / "log"
+    log = ChangeLog(folder)
+    for seq in range(1, 6):
+        log.append([{"seq": seq, "ops": []}])
+    return folder
+
+
+def test_records_at_or_before_the_checkpoint_are_skipped_but_must_be_sound(
+    tmp_path: Path,
+) -> None:
+    folder = five_records(tmp_path)
+    assert [r["seq"] for r in ChangeLog(folder).read_after(3)] == [4, 5]
+    segment = next(folder.glob("*.jsonl"))
+    lines = segment.read_bytes().splitlines(keepends=True)
+    lines[1] = lines[1].replace(b'"ops"', b'"opz"')  # record 2: its CRC no longer holds
+    segment.write_bytes(b"".join(lines))
+    with pytest.raises(change_log.CorruptLogError):
+        list(ChangeLog(folder, readonly=True).read_after(3))
+
+
+def test_reading_after_the_open_starts_where_the_open_checked_and_sees_later_appends(
+    tmp_path: Path,
+) -> None:
+    folder = five_records(tmp_path)
+    again = ChangeLog(folder)
+    assert [r["seq"] for r in again.read_after(2)] == [3, 4, 5]
+    assert [r["seq"] for r in again.read_after(5)] == []
+    again.append([{"seq": 6, "ops": []}, {"seq": 7, "ops": []}])
+    assert [r["seq"] for r in again.read_after(5)] == [6, 7]
+    assert [r["seq"] for r in again.read_after(0)] == list(range(1, 8))
+    segment = next(folder.glob("*.jsonl"))
+    with segment.open("ab") as handle:
+        handle.write(b'{"seq":8,"ops":[]')  # torn: never committed
+    reader = ChangeLog(folder, readonly=True)
+    assert [r["seq"] for r in reader.read_after(6)] == [7]

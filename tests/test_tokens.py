@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import structlog
 
-from mnemod.tokens import estimate_tokens, token_counter
+from mnemod.tokens import estimate_tokens, lazy_token_counter, token_counter
 
 
 def test_cl100k_is_exact_offline() -> None:
@@ -28,3 +28,12 @@ def test_unknown_encoding_falls_back_with_one_warning() -> None:
     warnings = [entry for entry in logs if entry["event"] == "tokens.fallback"]
     assert len(warnings) == 1
     assert warnings[0]["log_level"] == "warning"
+
+
+def test_lazy_counter_loads_at_first_use() -> None:
+    token_counter.cache_clear()
+    lazy = lazy_token_counter("cl100k_base")
+    assert token_counter.cache_info().currsize == 0  # nothing read yet
+    assert lazy.count("User prefers Asia/Taipei") == 6
+    assert lazy.exact and lazy.encoding == "cl100k_base"
+    assert token_counter.cache_info().currsize == 1

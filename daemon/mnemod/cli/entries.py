@@ -186,6 +186,14 @@ def read_content(argument: str) -> str:
 
 
 def cmd_get(ctx: Context) -> int:
+    """An entry by its id as committed, read alone (store.reader); by a key label, a
+    merged id or an L1 id, or when that read cannot tell, from every entry."""
+    from mnemod.store.reader import committed_entry
+
+    quick = committed_entry(ctx.paths, ctx.args.id)
+    if quick is not None:
+        ctx.emit({**quick[0].to_dict(), "layer": quick[1]}, ctx.entry_detail(*quick))
+        return 0
     with ctx.engine(write=False) as engine:
         entry = engine.find(ctx.args.id)
         if entry is not None:

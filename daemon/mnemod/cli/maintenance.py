@@ -16,6 +16,7 @@ from mnemod.domain.merge import MergeKind, decide_merge, older_first
 from mnemod.domain.model import Entry
 from mnemod.errors import InvalidInputError
 from mnemod.files.journal import read_jsonl, story
+from mnemod.files.l1_files import L1Registry
 from mnemod.files.l3_store import FORMAT
 
 if TYPE_CHECKING:
@@ -89,31 +90,35 @@ def cmd_gc(ctx: Context) -> int:
 
 
 def cmd_stats(ctx: Context) -> int:
-    with ctx.engine(write=False) as engine:
-        l3 = engine.select(layer="l3")
-        l2 = engine.select(layer="l2")
-        data = {
-            "namespace": ctx.namespace,
-            "l1": len(engine.l1_items()),
-            "l2": len(l2),
-            "l3": len(l3),
-            "l3_by_type": engine.counts_by_type(),
-            "l2_by_type": _by_type(l2),
-            "promotable": sum(1 for e in l3 if e.promotable),
-            "tokens_l3": sum(e.tokens for e in l3),
-            "last_event_id": engine.last_event_id,
-            "l1_problems": [str(p) for p in engine.l1_problems],
-        }
+    """From the checkpoint's counts and the records after it (store.reader), or, when
+    those do not read that way, from every entry."""
+    from mnemod.store.reader import committed_stats
+
+    quick = committed_stats(ctx.paths)
+    if quick is not None:
+        counts, last_event_id = quick
+        l1 = L1Registry(ctx.l1_dir, ctx.config.limits)
+        problems = l1.reload_all()
+        l1_count = len(l1.items())
+    else:
+        with ctx.engine(write=False) as engine:
+            counts, last_event_id = engine.stats(), engine.last_event_id
+            l1_count, problems = len(engine.l1_items()), engine.l1_problems
+    data = {
+        "namespace": ctx.namespace,
+        "l1": l1_count,
+        "l2": counts["l2"],
+        "l3": counts["entries"],
+        "l3_by_type": counts["by_type"],
+        "l2_by_type": counts["l2_by_type"],
+        "promotable": counts["promotable"],
+        "tokens_l3": counts["tokens"],
+        "last_event_id": last_event_id,
+        "l1_problems": [str(p) for p in problems],
+    }
     text = "\n".join(f"{k}: {json.dumps(v, ensure_ascii=False)}" for k, v in data.items())
     ctx.emit(data, text)
     return 0
-
-
-def _by_type(entries: list[Entry]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for entry in entries:
-        counts[entry.type] = counts.get(entry.type, 0) + 1
-    return dict(sorted(counts.items()))
 
 
 def cmd_history(ctx: Context) -> int:

@@ -29,6 +29,7 @@ from mnemod.redisio.lease import lease_holder
 from mnemod.redisio.status_hash import read_status
 from mnemod.redisio.streams import EventStream
 from mnemod.store.paths import NamespacePaths, list_namespaces
+from mnemod.store.reader import read_head
 
 DEAD_LETTER_WARN = 1
 PENDING_WARN = 10_000
@@ -101,14 +102,18 @@ def cmd_status(ctx: Context) -> int:
 def _namespace_status(ctx: Context, namespace: str, client: redis.Redis | None) -> dict[str, Any]:
     paths = NamespacePaths(ctx.data_dir, namespace)
     info: dict[str, Any] = {}
-    try:
-        snapshot = load_index(paths.index)
-        by_type: dict[str, int] = {}
-        for entry in snapshot.entries:
-            by_type[entry.type] = by_type.get(entry.type, 0) + 1
-        info["files"] = {"l3": len(snapshot.entries), "l3_by_type": by_type}
-    except MnemodError as exc:
-        info["files"] = {"error": str(exc)}
+    head = read_head(paths.index)  # the checkpoint's counts, without reading its entries
+    if head is not None and {"entries", "by_type"} <= head.stats.keys():
+        info["files"] = {"l3": head.stats["entries"], "l3_by_type": head.stats["by_type"]}
+    else:
+        try:
+            snapshot = load_index(paths.index)
+            by_type: dict[str, int] = {}
+            for entry in snapshot.entries:
+                by_type[entry.type] = by_type.get(entry.type, 0) + 1
+            info["files"] = {"l3": len(snapshot.entries), "l3_by_type": by_type}
+        except MnemodError as exc:
+            info["files"] = {"error": str(exc)}
     if client is None:
         info["daemon"] = "not running (Redis unreachable)"
         return info

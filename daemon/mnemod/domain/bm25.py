@@ -1,6 +1,7 @@
 """An incremental BM25 index: add, remove and update documents without a rebuild.
 
-Postings are grouped by impact: `term → {(tf, document length) → {doc id}}`. A term adds
+Postings are grouped by impact: `term → {(tf, document length) → [doc ids]}` (lists: a
+quarter of a dict's memory; a removal scans one group). A term adds
 the same amount to every document of one group, so scoring computes it once per group and
 then only adds it up. Document frequencies, lengths and the total length (for avgdl) are
 kept up to date on every change; add and remove touch one group per term.
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import sys
 from collections import Counter
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
@@ -78,14 +80,17 @@ class Bm25Index:
 
     def __init__(self, params: Bm25Params | None = None) -> None:
         self.params = params or Bm25Params()
-        self._groups: dict[str, dict[tuple[int, int], dict[str, None]]] = {}
+        self._groups: dict[str, dict[tuple[int, int], list[str]]] = {}
         self._df: dict[str, int] = {}
-        self._doc_terms: dict[str, Counter[str]] = {}
+        # each document's terms in its order, repeats kept (tf = count), each term one
+        # string however many documents hold it: a tuple is a third of a Counter's memory,
+        # and one copy of each term string a fraction of one per document
+        self._doc_terms: dict[str, tuple[str, ...]] = {}
         self._doc_len: dict[str, int] = {}
         self._total_len = 0
         # each term's groups by contribution, valid until the next add or remove (the
         # contributions depend on N, df and avgdl): queries between writes share them
-        self._impact_cache: dict[str, list[tuple[float, tuple[int, int], dict[str, None]]]] = {}
+        self._impact_cache: dict[str, list[tuple[float, tuple[int, int], list[str]]]] = {}
         self._value_cache: dict[str, dict[tuple[int, int], float]] = {}
 
     def __len__(self) -> int:
@@ -110,23 +115,24 @@ class Bm25Index:
             self.remove(doc_id)
         self._impact_cache.clear()
         self._value_cache.clear()
-        counts = Counter(terms)
-        length = sum(counts.values())
-        self._doc_terms[doc_id] = counts
+        listed = tuple(map(sys.intern, terms))
+        counts = Counter(listed)
+        length = len(listed)
+        self._doc_terms[doc_id] = listed
         self._doc_len[doc_id] = length
         self._total_len += length
         groups, df = self._groups, self._df
         for term, tf in counts.items():
             by_key = groups.get(term)
             if by_key is None:
-                groups[term] = {(tf, length): {doc_id: None}}
+                groups[term] = {(tf, length): [doc_id]}
                 df[term] = 1
                 continue
             bucket = by_key.get((tf, length))
             if bucket is None:
-                by_key[(tf, length)] = {doc_id: None}
+                by_key[(tf, length)] = [doc_id]
             else:
-                bucket[doc_id] = None
+                bucket.append(doc_id)
             df[term] += 1
 
     def update(self, doc_id: str, terms: Iterable[str]) -> None:
@@ -134,9 +140,10 @@ class Bm25Index:
 
     def remove(self, doc_id: str) -> bool:
         """Forget `doc_id`; False when it was not indexed."""
-        counts = self._doc_terms.pop(doc_id, None)
-        if counts is None:
+        listed = self._doc_terms.pop(doc_id, None)
+        if listed is None:
             return False
+        counts = Counter(listed)
         self._impact_cache.clear()
         self._value_cache.clear()
         length = self._doc_len.pop(doc_id)
@@ -145,7 +152,7 @@ class Bm25Index:
         for term, tf in counts.items():
             by_key = groups[term]
             bucket = by_key[(tf, length)]
-            del bucket[doc_id]
+            bucket.remove(doc_id)
             if not bucket:
                 del by_key[(tf, length)]
             df[term] -= 1
@@ -160,7 +167,7 @@ class Bm25Index:
         n = len(self._doc_len)
         return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
 
-    def _impacts(self, term: str) -> list[tuple[float, tuple[int, int], dict[str, None]]]:
+    def _impacts(self, term: str) -> list[tuple[float, tuple[int, int], list[str]]]:
         """(contribution, key, documents) of each group of `term`, largest first (cached
         until the next change; callers do not modify the list)."""
         cached = self._impact_cache.get(term)
@@ -252,12 +259,12 @@ class Bm25Index:
             impacts = self._impacts(term)
             if len(impacts) * 8 <= len(totals):
                 for value, _, docs in impacts:
-                    for doc_id in docs.keys() & totals.keys():
+                    for doc_id in totals.keys() & docs:
                         totals[doc_id] += value
                 continue
             by_key = self._values(term)
             for doc_id in totals:
-                tf = doc_terms[doc_id].get(term)
+                tf = doc_terms[doc_id].count(term)
                 if tf:
                     totals[doc_id] += by_key[(tf, doc_len[doc_id])]
 
@@ -291,7 +298,7 @@ class Bm25Index:
             total = 0.0
             hit = False
             for term, idf in weighted:
-                tf = counts.get(term)
+                tf = counts.count(term)
                 if tf:
                     total += idf * tf * k1p / (tf + norm)
                     hit = True

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from mnemod.clock import format_time, parse_time
@@ -70,36 +70,149 @@ class Entry:
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str = "") -> Entry:
         """Strict reader for stored entries (index.json, L2, import): names the bad field."""
-        reader = _FieldReader(data, where)
-        entry = cls(
-            id=reader.text("id"),
-            type=reader.text("type"),
-            content=reader.text("content", allow_empty=True),
-            created_at=reader.time("created_at"),
-            updated_at=reader.time("updated_at"),
-            last_accessed_at=reader.time("last_accessed_at"),
-            expires_at=reader.optional_time("expires_at"),
-            key=reader.optional_text("key"),
-            importance=reader.integer("importance", 3),
-            keywords=reader.words("keywords"),
-            tags=reader.words("tags"),
-            tier=reader.text("tier", default="cold"),
-            triggers=reader.strings("triggers"),
-            once=reader.boolean("once"),
-            access_count=reader.integer("access_count", 0),
-            selected_count=reader.integer("selected_count", 0),
-            promotable=reader.boolean("promotable"),
-            merged_from=reader.strings("merged_from"),
-            source=reader.text("source", default="", allow_empty=True),
-            tokens=reader.integer("tokens", 0),
-        )
-        if not is_valid_id(entry.id):
-            raise InvalidInputError("id", f"not a valid id: {entry.id!r}", where)
-        if entry.tier not in TIERS:
-            raise InvalidInputError("tier", f"must be one of {', '.join(TIERS)}", where)
-        if not 1 <= entry.importance <= 5:
-            raise InvalidInputError("importance", "must be 1–5", where)
-        return entry
+        entry = _read_written(data)
+        return entry if entry is not None else _read_strictly(data, where)
+
+
+def _read_strictly(data: dict[str, Any], where: str) -> Entry:
+    """Any stored entry, each field checked in turn: the first bad one is named."""
+    reader = _FieldReader(data, where)
+    entry = Entry(
+        id=reader.text("id"),
+        type=reader.text("type"),
+        content=reader.text("content", allow_empty=True),
+        created_at=reader.time("created_at"),
+        updated_at=reader.time("updated_at"),
+        last_accessed_at=reader.time("last_accessed_at"),
+        expires_at=reader.optional_time("expires_at"),
+        key=reader.optional_text("key"),
+        importance=reader.integer("importance", 3),
+        keywords=reader.words("keywords"),
+        tags=reader.words("tags"),
+        tier=reader.text("tier", default="cold"),
+        triggers=reader.strings("triggers"),
+        once=reader.boolean("once"),
+        access_count=reader.integer("access_count", 0),
+        selected_count=reader.integer("selected_count", 0),
+        promotable=reader.boolean("promotable"),
+        merged_from=reader.strings("merged_from"),
+        source=reader.text("source", default="", allow_empty=True),
+        tokens=reader.integer("tokens", 0),
+    )
+    if not is_valid_id(entry.id):
+        raise InvalidInputError("id", f"not a valid id: {entry.id!r}", where)
+    if entry.tier not in TIERS:
+        raise InvalidInputError("tier", f"must be one of {', '.join(TIERS)}", where)
+    if not 1 <= entry.importance <= 5:
+        raise InvalidInputError("importance", "must be 1–5", where)
+    return entry
+
+
+def _read_written(data: Any) -> Entry | None:
+    """An entry exactly as mnemod writes one, read in a third of the strict reader's time
+    (index.json holds 100,000 of them); None for anything else, which the strict reader
+    then reads or refuses, naming the field. It accepts nothing the strict reader refuses
+    and reads what it accepts to the same entry. Equal times share one datetime (an entry
+    never accessed or updated holds one time three times)."""
+    if type(data) is not dict:
+        return None
+    get = data.get
+    entry_id, kind, content = get("id"), get("type"), get("content")
+    key, tier, source = get("key"), get("tier", "cold"), get("source", "")
+    importance, accesses = get("importance", 3), get("access_count", 0)
+    selected, tokens = get("selected_count", 0), get("tokens", 0)
+    once, promotable = get("once", False), get("promotable", False)
+    if not (
+        type(entry_id) is str
+        and type(kind) is str
+        and kind
+        and type(content) is str
+        and (key is None or type(key) is str)
+        and type(tier) is str
+        and tier in TIERS
+        and type(source) is str
+        and type(importance) is int
+        and 1 <= importance <= 5
+        and type(accesses) is int
+        and type(selected) is int
+        and type(tokens) is int
+        and type(once) is bool
+        and type(promotable) is bool
+        and is_valid_id(entry_id)
+    ):
+        return None
+    created = _written_time(get("created_at"))
+    updated = _written_time(get("updated_at"), created)
+    accessed = _written_time(get("last_accessed_at"), updated)
+    expires_text = get("expires_at")
+    expires = None if expires_text is None else _written_time(expires_text, accessed)
+    if created is None or updated is None or accessed is None:
+        return None
+    if expires is None and expires_text is not None:
+        return None
+    keywords, tags = _written_words(get("keywords")), _written_words(get("tags"))
+    triggers, merged = _written_strings(get("triggers")), _written_strings(get("merged_from"))
+    if keywords is None or tags is None or triggers is None or merged is None:
+        return None
+    return Entry(
+        entry_id,
+        kind,
+        content,
+        created[0],
+        updated[0],
+        accessed[0],
+        None if expires is None else expires[0],
+        key or None,
+        importance,
+        keywords,
+        tags,
+        tier,
+        triggers,
+        once,
+        accesses,
+        selected,
+        promotable,
+        merged,
+        source,
+        tokens,
+    )
+
+
+def _written_time(
+    text: Any, previous: tuple[datetime, str] | None = None
+) -> tuple[datetime, str] | None:
+    """(the time, its text) of a time as mnemod writes it (UTC, whole milliseconds); the
+    previous field's datetime when the text is the same."""
+    if type(text) is not str:
+        return None
+    if previous is not None and previous[1] == text:
+        return previous
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if moment.tzinfo is not UTC or moment.microsecond % 1000:
+        return None
+    return moment, text
+
+
+def _written_words(value: Any) -> list[str] | None:
+    if value is None or value == []:
+        return []
+    if type(value) is not list:
+        return None
+    try:
+        return list(map(sys.intern, value))  # a str or nothing: intern refuses the rest
+    except TypeError:
+        return None
+
+
+def _written_strings(value: Any) -> list[str] | None:
+    if value is None or value == []:
+        return []
+    if type(value) is not list or not all(type(item) is str for item in value):
+        return None
+    return list(value)
 
 
 class _FieldReader:

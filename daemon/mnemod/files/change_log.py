@@ -35,6 +35,7 @@ from mnemod.files.atomic import append_bytes, fsync_dir
 log = structlog.get_logger("mnemod.log")
 SEGMENT_BYTES = 32 * 1024 * 1024
 _CRC_MARK = b',"crc":'
+_SEQ_MARK = b'{"seq":'
 
 
 class CorruptLogError(CorruptFileError):
@@ -50,18 +51,42 @@ def encode_record(record: dict[str, Any]) -> bytes:
     return body[:-1] + _CRC_MARK + str(crc).encode() + b"}\n"
 
 
-def decode_record(line: bytes) -> dict[str, Any] | None:
-    """The record of one line, or None when it is torn or damaged."""
+def _checked(line: bytes) -> int:
+    """Where the CRC mark of a line whose CRC holds starts; 0 for a torn or damaged line."""
     if not line.endswith(b"\n"):
-        return None
+        return 0
     mark = line.rfind(_CRC_MARK)
     if mark <= 0:
-        return None
+        return 0
     try:
         crc = int(line[mark + len(_CRC_MARK) : -2])
     except ValueError:
-        return None
+        return 0
     if line[-2:] != b"}\n" or zlib.crc32(line[:mark]) != crc:
+        return 0
+    return mark
+
+
+def record_seq(line: bytes) -> int | None:
+    """The seq of a line whose CRC holds, read from its start as `encode_record` writes it
+    (`{"seq":7,`) without decoding the rest (a record of a bulk import holds 80 MB of
+    entries); other lines are decoded. None when the line is torn or damaged."""
+    mark = _checked(line)
+    if not mark:
+        return None
+    if line.startswith(_SEQ_MARK):
+        end = line.find(b",", len(_SEQ_MARK), len(_SEQ_MARK) + 21)
+        digits = line[len(_SEQ_MARK) : end] if end > 0 else b""
+        if digits.isdigit():
+            return int(digits)
+    record = decode_record(line)
+    return None if record is None else int(record["seq"])
+
+
+def decode_record(line: bytes) -> dict[str, Any] | None:
+    """The record of one line, or None when it is torn or damaged."""
+    mark = _checked(line)
+    if not mark:
         return None
     try:
         record = orjson.loads(line[:mark] + b"}")
@@ -86,6 +111,10 @@ class ChangeLog:
         self._newest: Path | None = None
         self._size = 0  # bytes of the newest segment
         self._older = 0  # bytes of the segments before it
+        # (seq, byte offset) of each record of the newest segment as opened, checked then:
+        # read_after starts there instead of reading and checking the segment again
+        self._opened: list[tuple[int, int]] = []
+        self._opened_path: Path | None = None
         self._open()
 
     # ---- reading ---------------------------------------------------------------------
@@ -106,15 +135,46 @@ class ChangeLog:
             if following is not None and following.first_seq <= seq + 1:
                 continue  # wholly at or before `seq`
             last = following is None
-            for record in self._records(segment.path, last):
+            if last and segment.path == self._opened_path and self._opened:
+                yield from self._newest_after(segment.path, seq)
+            else:
+                yield from self._records(segment.path, last, seq)
+
+    def _newest_after(self, path: Path, seq: int) -> Iterator[dict[str, Any]]:
+        """The records above `seq` of the newest segment: those `_open` checked, read from
+        the first of them on, then any appended since (checked as they are read)."""
+        starts = [at for found, at in self._opened if found > seq]
+        if not starts:
+            _, last_at = self._opened[-1]
+            with path.open("rb") as handle:
+                handle.seek(last_at)
+                handle.readline()  # the last record `_open` saw: at or below `seq`
+                rest = handle.read()
+        else:
+            with path.open("rb") as handle:
+                handle.seek(starts[0])
+                rest = handle.read()
+        lines = rest.splitlines(keepends=True)
+        for number, line in enumerate(lines, start=1):
+            record = decode_record(line)
+            if record is not None:
                 if record["seq"] > seq:
                     yield record
+                continue
+            if number == len(lines):
+                return  # a torn last record: never committed
+            raise CorruptLogError(path, "damaged record (bad CRC or JSON)")
 
-    def _records(self, path: Path, last_segment: bool) -> Iterator[dict[str, Any]]:
+    def _records(self, path: Path, last_segment: bool, after: int) -> Iterator[dict[str, Any]]:
+        """The records of one segment with a seq above `after` (those at or below it are
+        checked, not decoded)."""
         with path.open("rb") as handle:
             lines = handle.readlines()
         for number, line in enumerate(lines, start=1):
-            record = decode_record(line)
+            found = record_seq(line)
+            if found is not None and found <= after:
+                continue
+            record = decode_record(line) if found is not None else None
             if record is not None:
                 yield record
                 continue
@@ -134,14 +194,19 @@ class ChangeLog:
         good = len(data)
         lines = data.splitlines(keepends=True)
         last_seq = newest.first_seq - 1
+        at = 0
+        opened: list[tuple[int, int]] = []
         for number, line in enumerate(lines, start=1):
-            record = decode_record(line)
-            if record is None:
+            found = record_seq(line)
+            if found is None:
                 if number != len(lines):
                     raise CorruptLogError(newest.path, "damaged record (bad CRC or JSON)", number)
                 good = len(data) - len(line)
                 break
-            last_seq = record["seq"]
+            opened.append((found, at))
+            at += len(line)
+            last_seq = found
+        self._opened, self._opened_path = opened, newest.path
         if good < len(data) and not self.readonly:
             with newest.path.open("r+b") as handle:
                 handle.truncate(good)

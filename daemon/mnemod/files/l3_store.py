@@ -32,7 +32,11 @@ from mnemod.errors import CorruptIndexError, InvalidInputError
 from mnemod.files.atomic import atomic_write_chunks
 
 FORMAT = "mnemod.l3/2"
+ENTRIES_MARK = b',"entries":['  # where save_index's head ends and the L3 entries begin
+_NEXT_ENTRY = b',{"id":"'  # between two entries (inside a string a quote is escaped)
 FORMAT_V1 = "mnemod.l3/1"
+# the checkpoint's `stats`, all of them there since the format's readers may answer from them
+STATS_FIELDS = ("entries", "by_type", "l2", "l2_by_type", "promotable", "tokens")
 log = structlog.get_logger("mnemod.l3")
 
 
@@ -95,11 +99,56 @@ def _parse(path: Path) -> L3Snapshot:
         raw = path.read_bytes()
     except OSError as exc:
         raise CorruptIndexError(path, f"cannot read: {exc.strerror}") from exc
+    streamed = _streamed(path, raw)
+    if streamed is not None:
+        return streamed
     try:
         data = _loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         line = getattr(exc, "lineno", None)
         raise CorruptIndexError(path, f"not valid JSON ({exc})", line) from exc
+    return _snapshot(path, data)
+
+
+def _streamed(path: Path, raw: bytes) -> L3Snapshot | None:
+    """A checkpoint as `save_index` writes it (its head, then the L3 entries as the last
+    field), read a slice of entries at a time: parsed whole, the file's 100,000 objects
+    were all alive at once beside the entries made of them, a peak of some 300 MB that
+    the process kept. None for any other file, which is then parsed whole."""
+    mark = raw.find(ENTRIES_MARK)
+    tail = raw.rstrip()
+    if mark < 0 or not tail.endswith(b"]}"):
+        return None
+    try:
+        head = orjson.loads(raw[:mark] + b"}")
+        if not isinstance(head, dict) or "entries" in head:
+            return None
+        head["entries"] = _Slices(raw, mark + len(ENTRIES_MARK), len(tail) - 2)
+        return _snapshot(path, head)
+    except orjson.JSONDecodeError:
+        return None
+
+
+class _Slices(list[Any]):
+    """The raw L3 entries of a checkpoint, parsed a slice (of about `size` bytes) at a
+    time as they are iterated (`_entries`); orjson.JSONDecodeError when one does not
+    parse, and the file is then parsed whole."""
+
+    def __init__(self, raw: bytes, start: int, end: int, size: int = 1 << 18) -> None:
+        super().__init__()
+        self.raw, self.start, self.end, self.size = raw, start, end, size
+
+    def __iter__(self) -> Iterator[Any]:
+        raw, start, end = self.raw, self.start, self.end
+        while start < end:
+            cut = raw.find(_NEXT_ENTRY, start + self.size, end) if start + self.size < end else -1
+            stop = end if cut < 0 else cut
+            parsed = orjson.loads(b"[" + raw[start:stop] + b"]")
+            yield from parsed
+            start = stop + 1
+
+
+def _snapshot(path: Path, data: Any) -> L3Snapshot:
     if not isinstance(data, dict):
         raise CorruptIndexError(path, "top level must be a JSON object")
     kind = data.get("format")

@@ -254,6 +254,14 @@ class HotLayer:
         """Ids of a layer's items, lowest score first."""
         return cast(list[str], self.client.zrange(self.keys.layer(layer), 0, -1))
 
+    def scores(self, layer: str) -> dict[str, float]:
+        """Each of a layer's ids with its score."""
+        pairs = cast(
+            list[tuple[str, float]],
+            self.client.zrange(self.keys.layer(layer), 0, -1, withscores=True),
+        )
+        return dict(pairs)
+
     def count(self, layer: str) -> int:
         """How many items a layer holds."""
         return int(self.client.zcard(self.keys.layer(layer)))

@@ -1,7 +1,8 @@
 """What answered requests leave for later: the accesses of what they selected, gathered
 for a snapshot interval and then sealed, recorded (each entry's at once, however often it
 was selected), brought into the hot layer, and the entries serialized again for the next
-snapshot. The changes agents make leave the last two as well.
+snapshot. The changes agents make leave the last two as well. And what an open leaves for
+later: the engine's indexes (store.warming).
 
 The writer runs it while no request waits, a slice at a time, so a request that arrives
 meanwhile waits for one slice at most. Done at each snapshot instead, it stalled a request
@@ -18,6 +19,7 @@ from typing import Protocol
 
 from mnemod.runtime.hot_sync import HotSync
 from mnemod.store.engine import Engine
+from mnemod.store.heap import freeze_heap
 
 SLICE_SECONDS = 0.002  # one slice while no request waits
 CATCH_UP_SECONDS = 0.001  # one slice after a batch, under a load that never pauses
@@ -58,9 +60,7 @@ class Bookkeeping:
     @property
     def due(self) -> bool:
         settler = self.settler
-        return bool(
-            (settler is not None and settler.unsettled) or self._sealed or self.engine.texts.cold
-        )
+        return bool((settler is not None and settler.unsettled) or self._sealed or self.engine.cold)
 
     @property
     def starved(self) -> bool:
@@ -104,9 +104,11 @@ class Bookkeeping:
             self.publish(self.note(self.engine.drain_changes(), sealed=True))
         while self._sealed and time.perf_counter() < deadline:
             self._touch(None if whole else ACCESS_CHUNK)
-        texts = self.engine.texts
-        if texts.cold and time.perf_counter() < deadline:
-            texts.warm(deadline - time.perf_counter(), self.engine.entries)
+        engine = self.engine
+        if engine.cold and time.perf_counter() < deadline:
+            engine.warm(deadline - time.perf_counter())
+            if not engine.cold:
+                freeze_heap()  # what the warm built lives as long as the engine
 
     def _touch(self, limit: int | None) -> None:
         """Bring `limit` sealed accesses (all with None) into the hot layer. The newest

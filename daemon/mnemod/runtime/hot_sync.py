@@ -58,6 +58,31 @@ class HotSync:
         )
         return len(items)
 
+    def start(self, engine: Engine, committed_seq: int) -> int:
+        """At start-up: keep the hot layer a daemon left when it stopped cleanly at this
+        same committed log record and hot-set cap (`mark_clean`), and take only the L1
+        items again (their files may have changed meanwhile); else rebuild it. Scoring
+        every entry and rewriting 5,000 items took a third of a start at 100,000 entries;
+        the scores are recomputed at the next refresh. The mark goes at once: a daemon that
+        dies before its next clean stop leaves a layer to rebuild."""
+        expected = _clean_mark(committed_seq, engine.config.hot.max_entries)
+        marker = self.layer.marker() or ""
+        if not marker.endswith(expected):
+            return self.rebuild(engine)
+        self.scores = self.layer.scores("l3")
+        self._heap = [(score, entry_id) for entry_id, score in self.scores.items()]
+        heapq.heapify(self._heap)
+        self.sync_l1(engine)
+        self.layer.mark(format_time(self.clock.now()))
+        log.info("hot.kept", l3=len(self.scores), log_seq=committed_seq)
+        return len(self.scores)
+
+    def mark_clean(self, committed_seq: int, engine: Engine) -> None:
+        """The hot layer holds exactly what the files do at `committed_seq` (a clean stop,
+        every change published): the next start may keep it."""
+        now = format_time(self.clock.now())
+        self.layer.mark(now + _clean_mark(committed_seq, engine.config.hot.max_entries))
+
     def sync_l1(self, engine: Engine) -> None:
         """Put the L1 items in force; drop L1 ids that are no longer in any file."""
         items = [self._l1_item(engine, item, n) for n, item in enumerate(engine.l1_items())]
@@ -135,3 +160,7 @@ class HotSync:
             keywords=tuple(extract_keywords(item.content)),
             score=float(position),
         )
+
+
+def _clean_mark(committed_seq: int, max_entries: int) -> str:
+    return f" clean log_seq={committed_seq} hot_max={max_entries}"

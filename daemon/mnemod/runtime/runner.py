@@ -12,7 +12,6 @@ commands). `stand_by` is what a runner does while it does not lead.
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import threading
 from contextlib import ExitStack
@@ -253,11 +252,8 @@ class NamespaceRunner:
             writer.snapshot_interval = _interval_seconds(config.schedule.snapshot, 2.0)
             status = StatusWriter(client, keys, host.owner, host.url, clock)
             writer.ensure_groups()
-            hot.rebuild(engine)
-            # Before serving, so that no snapshot waits for them: 0.1 s at 10k entries and
-            # about 2 s at 100k, which the first snapshot under load took at once otherwise.
-            engine.texts.warm(math.inf, engine.entries)
-            freeze_heap()
+            hot.start(engine, engine.committed_seq)
+            freeze_heap()  # the indexes and entries' JSON are built after, in idle slices
             scheduler = Scheduler(config.schedule, self.commands.post)
             scheduler.start()
             stack.callback(scheduler.shutdown)
@@ -281,6 +277,8 @@ class NamespaceRunner:
             log.info("daemon.draining", namespace=ns)
             try:
                 writer.commit(force=True, checkpoint=True)
+                if not writer.hot_pending:
+                    hot.mark_clean(engine.committed_seq, engine)
                 status.write(engine, writer, hot, scheduler, state=self.state)
             except REDIS_ERRORS as exc:
                 log.warning("redis.unavailable", error=describe(exc), at="shutdown")

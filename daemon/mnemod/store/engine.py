@@ -10,6 +10,7 @@ what is committed (store.recovery, store.l2_layer).
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from contextlib import AbstractContextManager
 from datetime import datetime
@@ -38,7 +39,8 @@ from mnemod.store.lookup import Lookup
 from mnemod.store.paths import NamespacePaths
 from mnemod.store.recall import Recall
 from mnemod.store.recovery import open_namespace
-from mnemod.tokens import TokenCounter, token_counter
+from mnemod.store.warming import Indexes
+from mnemod.tokens import TokenCounter, lazy_token_counter
 
 log = structlog.get_logger("mnemod.engine")
 
@@ -62,7 +64,7 @@ class Engine:
         self.clock = clock
         self.actor = actor
         self.readonly = readonly
-        self.counter: TokenCounter = token_counter(config.tokens.encoding)
+        self.counter: TokenCounter = lazy_token_counter(config.tokens.encoding)
         allow_group(config.daemon.group_access)  # the modes of the files made from now on
         self._lock = None if readonly else NamespaceLock(paths.lock)
         if self._lock is not None:
@@ -78,22 +80,17 @@ class Engine:
             self.entries: dict[str, Entry] = self.state.entries
             self.l2_entries: dict[str, Entry] = self.state.l2
             self.journal = self.state.journal
-            self.lookup = Lookup()
             self._gc_index: KeywordIndex | None = None
-            for entry in self.entries.values():
-                self.lookup.add(entry)
             # kept in step by insert, drop and a change of type: counted at every checkpoint,
             # a loop over every entry took 10-30 ms at 100k
             self._by_type: Counter[str] = Counter(e.type for e in self.entries.values())
             self.l1 = L1Registry(l1_dir, config.limits) if l1_dir is not None else None
             self.l1_problems: list[L1Problem] = self.l1.reload_all() if self.l1 is not None else []
+            # the lookups and resolve's view, built when first needed or in `warm`'s slices
+            self.indexes = Indexes(self.state, self.counter, self.l1_items)
+            self.lookup: Lookup = self.indexes.lookup
             self.commits.take_edit = lambda edit: self._take_edit(edit, self.clock.now())
             self.changed: dict[str, str] = {}
-            self.recall = Recall(self.counter)
-            for entry in [*self.entries.values(), *self.l2_entries.values()]:
-                self.touched(entry.id, "load")
-            self.recall.sync_l1(self.l1_items())
-            self.changed.clear()
             self.last_outcome = ""
             for edit in opened.edits:
                 self._take_edit(edit, clock.now())
@@ -128,10 +125,21 @@ class Engine:
         return self.commits.commit(now) > 0
 
     def _stats(self) -> dict[str, Any]:
+        """The checkpoint's `stats` (files.l3_store.STATS_FIELDS): `mnemod stats` answers
+        from them while no record follows the checkpoint (store.reader)."""
+        return self.stats()
+
+    def stats(self) -> dict[str, Any]:
+        """The namespace's counts: entries (L3) by type, L2 by type, promotable entries and
+        the L3 entries' tokens."""
+        l3 = self.entries.values()
         return {
             "entries": len(self.entries),
             "by_type": self.counts_by_type(),
             "l2": len(self.l2_entries),
+            "l2_by_type": dict(sorted(Counter(e.type for e in self.l2_entries.values()).items())),
+            "promotable": sum(1 for e in l3 if e.promotable),
+            "tokens": sum(e.tokens for e in l3),
         }
 
     def checkpoint_job(self) -> Any:
@@ -140,6 +148,11 @@ class Engine:
 
     def checkpoint(self) -> bool:
         return self.commits.checkpoint(self._stats())
+
+    @property
+    def committed_seq(self) -> int:
+        """The last record of the change log (what the files hold once derived)."""
+        return self.commits.log.last_seq
 
     @property
     def last_event_id(self) -> str | None:
@@ -179,18 +192,29 @@ class Engine:
         add, an update)."""
         if op != "access" or entry_id not in self.changed:
             self.changed[entry_id] = op
-        if op != "load":
-            self.commits.note(entry_id, op)
-        if op != "load":  # a text of an entry just read is serialized by `texts.warm`
-            self.texts.forget(entry_id)
-        note = self.recall.accessed if op == "access" else self.recall.put
-        entry = self.entries.get(entry_id)
-        if entry is not None:
-            note(entry, "l3")
-        elif entry_id in self.l2_entries:
-            note(self.l2_entries[entry_id], "l2")
-        else:
-            self.recall.drop(entry_id)
+        self.commits.note(entry_id, op)
+        self.texts.forget(entry_id)
+        self.indexes.touched(entry_id, op)
+
+    @property
+    def recall(self) -> Recall:
+        """Resolve's view of every item (built now if it was not: store.warming)."""
+        return self.indexes.recall
+
+    @property
+    def cold(self) -> bool:
+        """Something is still to be built or serialized ahead of use (`warm`)."""
+        return self.indexes.cold or self.texts.cold
+
+    def warm(self, seconds: float) -> None:
+        """About `seconds` of building what open left for later: the indexes, then each
+        entry's JSON for the next checkpoint (the daemon runs this while no request waits)."""
+        deadline = time.perf_counter() + seconds
+        with collector_paused():  # what it builds is kept (see store.heap)
+            if self.indexes.cold:
+                self.indexes.warm(seconds)
+            if not self.indexes.cold and self.texts.cold:
+                self.texts.warm(max(0.0, deadline - time.perf_counter()), self.entries)
 
     def drain_changes(self) -> dict[str, str]:
         changed, self.changed = self.changed, {}
@@ -232,7 +256,7 @@ class Engine:
 
     def similar(self, entry: Entry) -> tuple[Entry, float] | None:
         """The same-type L3 entry that is one memory with `entry`, best score first."""
-        return self.lookup.similar(entry, self.entries, self.config.dedup)
+        return self.indexes.postings_ready().similar(entry, self.entries, self.config.dedup)
 
     # ---- writes ------------------------------------------------------------------------
     def add(self, new: NewEntry, now: datetime | None = None, by: str | None = None) -> Entry:
@@ -334,7 +358,7 @@ class Engine:
         else:
             self.l1.reload_file(path)
         self.l1_problems = self.l1.problems()
-        self.recall.sync_l1(self.l1_items())
+        self.indexes.sync_l1()
         return list(self.l1_problems)
 
     def reload_l2(self, path: Path | None = None) -> None:

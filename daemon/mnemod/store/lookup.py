@@ -4,9 +4,13 @@ and the aliases merges leave behind (a folded id leads to its survivor).
 The postings of a word are kept by the size of each entry's keyword set, so that `similar`
 reads only the sizes that can still reach the threshold (see there).
 
-Held for every entry, so kept small: postings are dicts used as sets (a dict of five ids
-takes a quarter of a set's memory) and each entry's words a tuple (a fifth of a frozenset);
-at 10,000 entries sets took 24 MB, more than the entries' own text."""
+Held for every entry, so kept small: postings are lists of ids (a list of five ids takes
+two fifths of a dict's memory, a tenth of a set's; a removal scans one size's list of one
+word) and each entry's words a tuple (a fifth of a frozenset); at 10,000 entries sets took
+24 MB, more than the entries' own text.
+
+Made with `words=False`, it keeps only the labels and aliases until its owner sets
+`words` and feeds it the words of the entries it holds already (`add_words`: store.warming)."""
 
 from __future__ import annotations
 
@@ -27,28 +31,37 @@ MAX_ALIAS_HOPS = 100
 
 
 class Lookup:
-    def __init__(self) -> None:
+    def __init__(self, words: bool = True) -> None:
+        self.words = words  # whether `add` indexes the entry's words
         self.keys: dict[str, str] = {}
         self.aliases: dict[str, str] = {}
         # (type, word) -> size of the entry's keyword set -> entry ids
-        self._postings: dict[tuple[str, str], dict[int, dict[str, None]]] = defaultdict(dict)
+        self._postings: dict[tuple[str, str], dict[int, list[str]]] = defaultdict(dict)
         self._frequency: dict[tuple[str, str], int] = defaultdict(int)
         self._sets: dict[str, tuple[str, ...]] = {}  # distinct words, as indexed
         self._kinds: dict[str, str] = {}
         self._per_kind: Counter[str] = Counter()  # entries indexed, by type
 
     def add(self, entry: Entry) -> None:
-        self._unindex(entry.id)  # added again: replaces what was indexed
-        words = self._sets[entry.id] = tuple(dict.fromkeys(entry.keywords))
-        self._kinds[entry.id] = entry.type
-        self._per_kind[entry.type] += 1
-        for word in words:
-            self._postings[(entry.type, word)].setdefault(len(words), {})[entry.id] = None
-            self._frequency[(entry.type, word)] += 1
+        if self.words:
+            self.add_words(entry)
         if entry.key:
             self.keys[entry.key] = entry.id
         for old_id in entry.merged_from:
             self.aliases[old_id] = entry.id
+
+    def has_words(self, entry_id: str) -> bool:
+        return entry_id in self._kinds
+
+    def add_words(self, entry: Entry) -> None:
+        """Index the entry's words (replacing what was indexed of it)."""
+        self._unindex(entry.id)
+        words = self._sets[entry.id] = tuple(dict.fromkeys(entry.keywords))
+        self._kinds[entry.id] = entry.type
+        self._per_kind[entry.type] += 1
+        for word in words:
+            self._postings[(entry.type, word)].setdefault(len(words), []).append(entry.id)
+            self._frequency[(entry.type, word)] += 1
 
     def discard(self, entry: Entry) -> None:
         self._unindex(entry.id)
@@ -65,7 +78,7 @@ class Lookup:
         self._per_kind[kind] -= 1
         for word in words:
             by_size = self._postings[(kind, word)]
-            by_size[len(words)].pop(entry_id, None)
+            by_size[len(words)].remove(entry_id)
             self._frequency[(kind, word)] -= 1
             if not by_size[len(words)]:
                 del by_size[len(words)]

@@ -1,0 +1,50 @@
+"""A daemon's start keeps the hot layer a clean stop left at the same committed log record,
+and rebuilds it otherwise (a change made while no daemon ran, a crash)."""
+
+from __future__ import annotations
+
+import random
+import signal
+
+import pytest
+
+from daemon_proc import KEYS, DaemonFactory, add_event, distinct_content, index_entries
+from helpers import run_cli, wait_until
+
+pytestmark = pytest.mark.process
+
+
+def test_a_clean_stop_lets_the_next_start_keep_the_hot_layer(daemons: DaemonFactory) -> None:
+    data = daemons.data_dir()
+    proc = daemons.daemon(data).start()
+    client = daemons.client(proc.url_from_stdout())
+    proc.wait_log("daemon.running")
+    rng = random.Random(11)
+    for n in range(12):
+        add_event(client, distinct_content(rng), id=f"item-{n}")
+    wait_until(lambda: client.zcard(KEYS.hot) == 12 and len(index_entries(data)) == 12, 10)
+    proc.signal(signal.SIGTERM)
+    assert proc.wait_exit(timeout=30) == 0  # its embedded server stops too (the AOF stays)
+
+    again = daemons.daemon(data).start()
+    client = daemons.client(again.url_from_stdout())
+    again.wait_log("daemon.running")
+    assert again.count_events("hot.kept") == 1 and again.count_events("hot.rebuilt") == 0
+    assert client.zcard(KEYS.hot) == 12
+    assert " clean " not in (client.get(KEYS.marker) or "")  # a crash from now: rebuilt
+    add_event(client, distinct_content(rng), id="item-after")
+    wait_until(lambda: client.exists(KEYS.item("item-after")) == 1, timeout=10)
+    again.signal(signal.SIGTERM)
+    assert again.wait_exit(timeout=30) == 0
+
+    # a change made while no daemon runs: the next start rebuilds
+    run_cli(data, "add", "made without a daemon")
+    third = daemons.daemon(data).start()
+    client = daemons.client(third.url_from_stdout())
+    third.wait_log("daemon.running")
+    assert third.count_events("hot.rebuilt") == 1 and third.count_events("hot.kept") == 0
+    wait_until(lambda: client.zcard(KEYS.hot) == 14, timeout=10)
+    third.kill9()  # no clean mark: the next start rebuilds
+    fourth = daemons.daemon(data).start()
+    fourth.wait_log("daemon.running", timeout=60)
+    assert fourth.count_events("hot.rebuilt") == 1

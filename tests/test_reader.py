@@ -1,0 +1,80 @@
+"""Quick reads of what is committed (store.reader): the same answers as reading every entry,
+and None (read everything) whenever they cannot be sure."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import mnemod
+from mnemod.clock import FixedClock
+from mnemod.config import load_config
+from mnemod.store.engine import Engine
+from mnemod.store.paths import NamespacePaths
+from mnemod.store.reader import committed_entry, committed_stats
+
+T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+
+
+def full_read(folder: Path) -> Engine:
+    return Engine(NamespacePaths(folder, "default"), load_config(None), FixedClock(T0),
+                  readonly=True)  # fmt: skip
+
+
+def busy_store(folder: Path, clock: FixedClock) -> mnemod.Store:
+    """A store with L2 and L3 entries, a checkpoint, and records after it."""
+    store = mnemod.open(folder, clock=clock)
+    texts = ["The cat is named Miso", "Deploys are on Tuesday", "The VPN is wg0",
+             "Lunch is at noon", "The printer is on floor 2", "Backups run at 3am"]  # fmt: skip
+    made = [store.add(text, type="insight" if n % 2 else "context") for n, text in enumerate(texts)]
+    store.promote(made[0].id)
+    store.engine.checkpoint()
+    clock.advance(timedelta(minutes=5))
+    store.update(made[1].id, content="Deploys are on Thursday now", importance=5)
+    store.remove(made[2].id)
+    store.access(made[3].id)
+    store.promote(made[4].id)
+    store.add("A relation made after the checkpoint", type="relation")
+    return store
+
+
+def test_stats_and_entries_after_a_checkpoint_equal_a_full_read(tmp_path: Path) -> None:
+    store = busy_store(tmp_path, FixedClock(T0))
+    paths = store.engine.paths
+    assert store.engine.committed_seq > 0
+    engine = full_read(tmp_path)
+    try:
+        quick = committed_stats(paths)
+        assert quick == (engine.stats(), engine.last_event_id)
+        for entry_id in [*engine.entries, *engine.l2_entries]:
+            found = engine.find(entry_id)
+            assert found is not None
+            assert committed_entry(paths, entry_id) == (found, engine.layer_of(found))
+        assert committed_entry(paths, "not-an-id-here") is None
+    finally:
+        engine.close()
+        store.close()
+    again = full_read(tmp_path)  # after the closing checkpoint: from its head alone
+    assert committed_stats(paths) == (again.stats(), again.last_event_id)
+    again.close()
+
+
+def test_a_persons_l2_edit_or_an_older_checkpoint_sends_the_caller_to_a_full_read(
+    tmp_path: Path,
+) -> None:
+    store = busy_store(tmp_path, FixedClock(T0))
+    paths = store.engine.paths
+    l2 = next(paths.l2_dir.glob("*.md"))
+    store.close()
+    assert committed_stats(paths) is not None
+    l2.write_text(l2.read_text().replace("Miso", "Mochi"))
+    assert committed_stats(paths) is None
+    assert all(committed_entry(paths, e) is None for e in full_read(tmp_path).entries)
+
+    other = tmp_path / "older"
+    store = mnemod.open(other, clock=FixedClock(T0))
+    store.add("An entry of a store whose checkpoint lacks the newer stats")
+    store.close()
+    index = NamespacePaths(other, "default").index
+    index.write_text(index.read_text().replace('"promotable":0,', "", 1))
+    assert committed_stats(NamespacePaths(other, "default")) is None
