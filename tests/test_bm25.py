@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mnemod.domain import bm25
 from mnemod.domain.bm25 import Bm25Index, Bm25Params
 
 
@@ -195,3 +198,64 @@ def test_cached_contributions_follow_every_change() -> None:
         assert all(math.isclose(got[d], want[d]) for d in want)
         top = index.top_k(["x", "z"], 10)
         assert top.complete and top.scores == got
+
+
+@contextmanager
+def by_document(enabled: bool) -> Iterator[None]:
+    """Every term summed from its by-document contributions (or none), whatever its df."""
+    saved = bm25._BY_DOC_MIN_DF, bm25._BY_DOC_MIN_SHARE
+    bm25._BY_DOC_MIN_DF, bm25._BY_DOC_MIN_SHARE = (1, 1 << 30) if enabled else (1 << 30, 1)
+    try:
+        yield
+    finally:
+        bm25._BY_DOC_MIN_DF, bm25._BY_DOC_MIN_SHARE = saved
+
+
+def search(
+    index: Bm25Index, query: list[str], k: int, exclude: frozenset[str]
+) -> tuple[object, ...]:
+    found = index.top_k(query, k, exclude=exclude)
+    some = [*index._doc_len, "absent"]
+    return (
+        list(found.scores.items()),
+        found.complete,
+        list(found.lower.items()),
+        found.known,
+        found.walked,
+        index.score_docs(query, some, found),
+    )
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    docs=st.dictionaries(
+        st.text("pqrstuvwxyz", min_size=1, max_size=3),
+        st.lists(ZIPF, min_size=1, max_size=12),
+        max_size=40,
+    ),
+    query=st.lists(ZIPF, min_size=1, max_size=5),
+    k=st.integers(1, 12),
+    excluded=st.frozensets(st.text("pqrstuvwxyz", min_size=1, max_size=2), max_size=4),
+    extra=st.lists(ZIPF, min_size=1, max_size=6),
+)
+def test_by_document_sums_equal_group_walks(
+    docs: dict[str, list[str]],
+    query: list[str],
+    k: int,
+    excluded: frozenset[str],
+    extra: list[str],
+) -> None:
+    """Summing a common term from its cached by-document contributions gives the very same
+    search (scores, bounds, order) as walking its groups, before and after a change."""
+    index = Bm25Index()
+    for doc_id, terms in docs.items():
+        index.add(doc_id, terms)
+    for step in range(2):
+        with by_document(False):
+            walked = search(index, query, k, excluded)
+        with by_document(True):
+            cached = search(index, query, k, excluded)
+            assert search(index, query, k, excluded) == cached  # from the cache
+        assert cached == walked
+        if step == 0:
+            index.add("new", extra)  # the cached contributions must follow the change

@@ -15,7 +15,10 @@ give a threshold, and once the bounds of the terms still to come add up to less 
 document outside those already met can enter the top k. The remaining (common, low-IDF)
 terms are then only looked up, in each candidate's own term counts, for the candidates that
 can still reach the threshold. A speaker's name found in 40 % of the memories thus costs a
-few lookups rather than a walk over its posting list.
+few lookups rather than a walk over its posting list: a term held by at least 1 in 20
+documents (and 1,000) keeps its contributions by document until the next write (about one
+posting per document at most), so those lookups are one dict hit each, where walking its
+groups for a few hundred candidates went over tens of thousands of postings.
 
 IDF is the non-negative Lucene form, log(1 + (N − df + 0.5) / (df + 0.5)).
 """
@@ -33,6 +36,8 @@ from operator import itemgetter
 _SLACK = 1e-9  # bounds are compared with a little room for float rounding
 _second = itemgetter(1)
 _CACHED_TERMS = 4096  # terms whose group contributions are kept between writes
+_BY_DOC_MIN_DF = 1000  # a term held by this many documents ...
+_BY_DOC_MIN_SHARE = 20  # ... and by at least 1 in this many has its contributions by document
 
 
 @dataclass(frozen=True)
@@ -92,6 +97,8 @@ class Bm25Index:
         # contributions depend on N, df and avgdl): queries between writes share them
         self._impact_cache: dict[str, list[tuple[float, tuple[int, int], list[str]]]] = {}
         self._value_cache: dict[str, dict[tuple[int, int], float]] = {}
+        self._doc_cache: dict[str, dict[str, float]] = {}  # see _by_doc
+        self._doc_cached = 0  # postings held by _doc_cache
 
     def __len__(self) -> int:
         return len(self._doc_len)
@@ -115,6 +122,8 @@ class Bm25Index:
             self.remove(doc_id)
         self._impact_cache.clear()
         self._value_cache.clear()
+        self._doc_cache.clear()
+        self._doc_cached = 0
         listed = tuple(map(sys.intern, terms))
         counts = Counter(listed)
         length = len(listed)
@@ -146,6 +155,8 @@ class Bm25Index:
         counts = Counter(listed)
         self._impact_cache.clear()
         self._value_cache.clear()
+        self._doc_cache.clear()
+        self._doc_cached = 0
         length = self._doc_len.pop(doc_id)
         self._total_len -= length
         groups, df = self._groups, self._df
@@ -256,6 +267,14 @@ class Bm25Index:
         in one group per term, so the sums are the same floats either way."""
         doc_terms, doc_len = self._doc_terms, self._doc_len
         for term in terms:
+            by_doc = self._by_doc(term)
+            if by_doc is not None:
+                get = by_doc.get
+                for doc_id in totals:
+                    value = get(doc_id)
+                    if value is not None:
+                        totals[doc_id] += value
+                continue
             impacts = self._impacts(term)
             if len(impacts) * 8 <= len(totals):
                 for value, _, docs in impacts:
@@ -267,6 +286,25 @@ class Bm25Index:
                 tf = doc_terms[doc_id].count(term)
                 if tf:
                     totals[doc_id] += by_key[(tf, doc_len[doc_id])]
+
+    def _by_doc(self, term: str) -> dict[str, float] | None:
+        """A common term's contribution by document, cached like `_impacts`: summing it for
+        a few hundred candidates is then one lookup each, not a walk over tens of thousands
+        of postings. None for a rarer term (walking its groups is as cheap). At most about
+        one posting per document is kept this way."""
+        cached = self._doc_cache.get(term)
+        if cached is not None:
+            return cached
+        df = self._df[term]
+        if df < _BY_DOC_MIN_DF or df * _BY_DOC_MIN_SHARE < len(self._doc_len):
+            return None
+        if self._doc_cached + df > len(self._doc_len):
+            self._doc_cache.clear()
+            self._doc_cached = 0
+        cached = {doc_id: value for value, _, docs in self._impacts(term) for doc_id in docs}
+        self._doc_cache[term] = cached
+        self._doc_cached += df
+        return cached
 
     def _values(self, term: str) -> dict[tuple[int, int], float]:
         """Each group's contribution by its (tf, length) key, cached like `_impacts`."""
