@@ -16,8 +16,8 @@ document outside those already met can enter the top k. The remaining (common, l
 terms are then only looked up, in each candidate's own term counts, for the candidates that
 can still reach the threshold. A speaker's name found in 40 % of the memories thus costs a
 few lookups rather than a walk over its posting list: a term held by at least 1 in 20
-documents (and 1,000) keeps its contributions by document until the next write (about one
-posting per document at most), so those lookups are one dict hit each, where walking its
+documents (and 1,000) keeps its contributions by document until the next write (two postings
+per document at most), so those lookups are one dict hit each, where walking its
 groups for a few hundred candidates went over tens of thousands of postings.
 
 IDF is the non-negative Lucene form, log(1 + (N − df + 0.5) / (df + 0.5)).
@@ -38,6 +38,7 @@ _second = itemgetter(1)
 _CACHED_TERMS = 4096  # terms whose group contributions are kept between writes
 _BY_DOC_MIN_DF = 1000  # a term held by this many documents ...
 _BY_DOC_MIN_SHARE = 20  # ... and by at least 1 in this many has its contributions by document
+_BY_DOC_POSTINGS = 2  # postings per document kept that way, at most
 
 
 @dataclass(frozen=True)
@@ -290,15 +291,15 @@ class Bm25Index:
     def _by_doc(self, term: str) -> dict[str, float] | None:
         """A common term's contribution by document, cached like `_impacts`: summing it for
         a few hundred candidates is then one lookup each, not a walk over tens of thousands
-        of postings. None for a rarer term (walking its groups is as cheap). At most about
-        one posting per document is kept this way."""
+        of postings. None for a rarer term (walking its groups is as cheap). At most two
+        postings per document are kept this way."""
         cached = self._doc_cache.get(term)
         if cached is not None:
             return cached
         df = self._df[term]
         if df < _BY_DOC_MIN_DF or df * _BY_DOC_MIN_SHARE < len(self._doc_len):
             return None
-        if self._doc_cached + df > len(self._doc_len):
+        if self._doc_cached + df > _BY_DOC_POSTINGS * len(self._doc_len):
             self._doc_cache.clear()
             self._doc_cached = 0
         cached = {doc_id: value for value, _, docs in self._impacts(term) for doc_id in docs}
