@@ -142,7 +142,7 @@ class Daemon:
         runners = list(self.runners.values())
         for runner in runners[1:]:
             runner.start_thread()
-        tending = threading.Thread(target=self._tend, name="mnemod-process", daemon=True)
+        tending = threading.Thread(target=self._tend_or_fail, name="mnemod-process", daemon=True)
         tending.start()
         try:
             if runners:
@@ -220,6 +220,13 @@ class Daemon:
             return
 
     # ---- the process's own thread: reloads, the watchdog, leadership, new namespaces -----
+    def _tend_or_fail(self) -> None:
+        try:
+            self._tend()
+        except BaseException as exc:  # noqa: BLE001 (any: it ends the process, reported)
+            log.error("daemon.namespace_failed", namespace="", error=repr(exc)[:300])
+            self.fail(exc)
+
     def _tend(self) -> None:
         ping_every = watchdog_interval()
         last_ping = -math.inf
@@ -262,6 +269,8 @@ class Daemon:
             return
         if fresh.redis.url != self.config.redis.url:
             log.warning("config.reload_partial", reason="redis.url changes need a restart")
+        if fresh.daemon.namespaces != self.config.daemon.namespaces:
+            log.warning("config.reload_partial", reason="daemon.namespaces changes need a restart")
         self.config = fresh
         for runner in list(self.runners.values()):
             runner.reload(fresh)

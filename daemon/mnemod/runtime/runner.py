@@ -211,7 +211,7 @@ class NamespaceRunner:
     def _say_ready(self, ready: bool | None = None) -> None:
         """Stand by for the namespace in `standby` while under this daemon's share (a leader
         over its share hands it over then), not otherwise."""
-        with contextlib.suppress(*REDIS_ERRORS):
+        with contextlib.suppress(redis.RedisError):  # advisory: a refusal costs a hand-over
             if self.host.leadership.willing if ready is None else ready:
                 self.standby.here(self.host.owner)
             else:
@@ -223,7 +223,10 @@ class NamespaceRunner:
         leadership, owner = self.host.leadership, self.host.owner
         if not leadership.over_share:
             return False
-        others = [member for member in self.standby.present() if member != owner]
+        try:
+            others = [member for member in self.standby.present() if member != owner]
+        except redis.RedisError:
+            return False
         if not others or not leadership.hand_off(self.namespace):
             return False
         log.info("lease.handing_over", namespace=self.namespace, standing_by=len(others))
