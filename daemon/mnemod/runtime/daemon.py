@@ -27,7 +27,12 @@ from mnemod.clock import Clock
 from mnemod.config import Config, load_config, redact_url
 from mnemod.errors import ConfigError, MnemodError
 from mnemod.processes import describe_owner, owner_id
-from mnemod.redisio.connection import Backoff, check_version, connect
+from mnemod.redisio.connection import (
+    REDIS_FAILURES,
+    Backoff,
+    check_version,
+    connect,
+)
 from mnemod.redisio.embedded import DAEMON_CLIENT, EmbeddedRedis
 from mnemod.redisio.keys import daemons_key
 from mnemod.redisio.presence import Presence
@@ -38,6 +43,7 @@ from mnemod.runtime.runner import Folders, NamespaceRunner
 from mnemod.runtime.sdnotify import Notifier, watchdog_interval
 
 log = structlog.get_logger("mnemod.daemon")
+DISCOVERY_ERRORS: tuple[type[BaseException], ...] = (*REDIS_FAILURES, OSError)  # a refused SCAN too
 REVIVE_CALM_SECONDS = 10.0  # an embedded server started again sooner is a crash loop
 IDLE_TICK_SECONDS = 1.0  # how often the process looks after its namespaces, at most
 
@@ -173,7 +179,7 @@ class Daemon:
         """The namespaces found (runtime.discovery) that no runner serves yet."""
         try:
             found = found_namespaces(self.client, self.config.redis.prefix, self.options.data_dir)
-        except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
+        except DISCOVERY_ERRORS as exc:
             log.warning("namespaces.discovery_failed", error=str(exc)[:300])
             return []
         return [ns for ns in found if ns not in self.runners]

@@ -17,12 +17,11 @@ from __future__ import annotations
 import math
 import threading
 
-import redis
 import structlog
 
 from mnemod.clock import Clock
 from mnemod.processes import owner_is_gone
-from mnemod.redisio.connection import describe
+from mnemod.redisio.connection import REDIS_FAILURES, describe
 from mnemod.redisio.presence import Presence
 
 log = structlog.get_logger("mnemod.leadership")
@@ -55,7 +54,7 @@ class Leadership:
             gone = [m for m in members if m != self.owner and owner_is_gone(m)]
             for member in gone:
                 self.daemons.gone(member)
-        except redis.RedisError as exc:
+        except REDIS_FAILURES as exc:  # an outage or a failover as well as a refusal
             if not self._warned:
                 log.warning("leadership.unavailable", key=self.daemons.key, error=describe(exc))
                 self._warned = True
@@ -69,7 +68,7 @@ class Leadership:
     def leave(self) -> None:
         try:
             self.daemons.gone(self.owner)
-        except redis.RedisError:
+        except REDIS_FAILURES:
             return
 
     # ---- the runners' threads --------------------------------------------------------------

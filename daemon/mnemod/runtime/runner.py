@@ -27,7 +27,7 @@ from mnemod.clock import Clock
 from mnemod.config import Config, parse_schedule
 from mnemod.errors import LockedError, MnemodError
 from mnemod.processes import describe_owner, owner_is_gone
-from mnemod.redisio.connection import Backoff, describe
+from mnemod.redisio.connection import OUTAGE_ERRORS, REDIS_FAILURES, Backoff, describe
 from mnemod.redisio.keys import Keys
 from mnemod.redisio.lease import Lease
 from mnemod.redisio.presence import Presence
@@ -45,7 +45,7 @@ from mnemod.store.heap import freeze_heap
 from mnemod.store.paths import NamespacePaths
 
 log = structlog.get_logger("mnemod.daemon")
-REDIS_ERRORS = (redis.ConnectionError, redis.TimeoutError)
+REDIS_ERRORS = OUTAGE_ERRORS
 
 
 class LeaseLost(MnemodError):
@@ -211,7 +211,7 @@ class NamespaceRunner:
     def _say_ready(self, ready: bool | None = None) -> None:
         """Stand by for the namespace in `standby` while under this daemon's share (a leader
         over its share hands it over then), not otherwise."""
-        with contextlib.suppress(redis.RedisError):  # advisory: a refusal costs a hand-over
+        with contextlib.suppress(*REDIS_FAILURES):  # advisory: a refusal costs a hand-over
             if self.host.leadership.willing if ready is None else ready:
                 self.standby.here(self.host.owner)
             else:
@@ -225,7 +225,7 @@ class NamespaceRunner:
             return False
         try:
             others = [member for member in self.standby.present() if member != owner]
-        except redis.RedisError:
+        except REDIS_FAILURES:
             return False
         if not others or not leadership.hand_off(self.namespace):
             return False

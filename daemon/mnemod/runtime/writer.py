@@ -27,6 +27,7 @@ from mnemod.clock import Clock
 from mnemod.config import Config
 from mnemod.errors import InvalidInputError, NotFoundError
 from mnemod.redisio.changes import publish_changes
+from mnemod.redisio.connection import REDIS_FAILURES
 from mnemod.redisio.dead_letters import dead_letter
 from mnemod.redisio.events import Event, is_applied, parse_event
 from mnemod.redisio.keys import Keys
@@ -189,7 +190,7 @@ class Writer:
         self.hot_pending = {}
         try:
             self.hot.apply_changes(self.engine, pending)
-        except redis.RedisError:
+        except REDIS_FAILURES:
             for entry_id, op in pending.items():  # newer changes win
                 self.hot_pending.setdefault(entry_id, op)
             raise
@@ -361,7 +362,7 @@ class Writer:
         events, self.unacked = self.unacked, []
         try:
             self.stream.acknowledge(events)
-        except redis.RedisError:
+        except REDIS_FAILURES:
             self.unacked = events + self.unacked  # durable: acknowledged (or skipped) later
             raise
 
