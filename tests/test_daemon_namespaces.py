@@ -53,6 +53,8 @@ def test_one_daemon_serves_several_namespaces(daemons: DaemonFactory) -> None:
         assert other not in answer["text"]  # each namespace its own memory
     status = json.loads(run_cli(data, "status", "--all", "--json").stdout)["namespaces"]
     assert {ns: status[ns]["pid"] for ns in facts} == dict.fromkeys(facts, str(proc.pid))
+    shown = json.loads(run_cli(data, "status", "--config", str(config), "--json").stdout)
+    assert list(shown["namespaces"]) == ["alpha", "beta"]  # what this config serves
     # the health check of this config checks every namespace it serves
     doctor = json.loads(run_cli(data, "doctor", "--config", str(config), "--json").stdout)
     held = [c["detail"] for c in doctor["checks"] if c["check"] == "leader"]

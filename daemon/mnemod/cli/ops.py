@@ -42,7 +42,8 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     status.add_argument(
         "--all",
         action="store_true",
-        help="every namespace in the data folder (default: --namespace only)",
+        help="every namespace in the data folder (default: --namespace, else those "
+        "daemon.namespaces names)",
     )
     status.set_defaults(handler=cmd_status)
 
@@ -86,7 +87,7 @@ def _toml_value(value: Any) -> str:
 
 # ---- status --------------------------------------------------------------------------------
 def cmd_status(ctx: Context) -> int:
-    namespaces = list_namespaces(ctx.data_dir) if ctx.args.all else [ctx.namespace]
+    namespaces = list_namespaces(ctx.data_dir) if ctx.args.all else served_namespaces(ctx)
     client = connect_quietly(ctx)
     report: dict[str, Any] = {"data_dir": str(ctx.data_dir), "redis": redact_url(redis_url(ctx))}
     if client is not None:
@@ -173,11 +174,11 @@ def cmd_doctor(ctx: Context) -> int:
 
 
 def run_checks(ctx: Context) -> list[Check]:
-    """The checks of the process-wide things, then of each namespace `doctor_namespaces`
+    """The checks of the process-wide things, then of each namespace `served_namespaces`
     names (with several, each such check's detail starts with its namespace)."""
     checks = [Check("config", "ok", f"valid ({ctx.config.source})")]
     checks.append(_check_data_dir(ctx))
-    namespaces = doctor_namespaces(ctx)
+    namespaces = served_namespaces(ctx)
     for namespace in namespaces:
         checks.extend(_named(namespaces, namespace, _check_files(ctx, namespace)))
     client, redis_check = _check_redis(ctx)
@@ -191,10 +192,10 @@ def run_checks(ctx: Context) -> list[Check]:
     return checks
 
 
-def doctor_namespaces(ctx: Context) -> list[str]:
+def served_namespaces(ctx: Context) -> list[str]:
     """`--namespace` when given; else what `mnemod run` serves with this config
-    (`daemon.namespaces`, `*` as the namespaces in the data folder), so that a health check
-    of a daemon of many namespaces checks them all."""
+    (`daemon.namespaces`, `*` as the namespaces in the data folder), so that the status and
+    the health check of a daemon of many namespaces cover them all."""
     if getattr(ctx.args, "namespaces", None):
         return [ctx.namespace]
     served = [ns for ns in ctx.config.daemon.namespaces if ns != "*"]
