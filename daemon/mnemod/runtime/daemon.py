@@ -38,6 +38,7 @@ from mnemod.runtime.runner import Folders, NamespaceRunner
 from mnemod.runtime.sdnotify import Notifier, watchdog_interval
 
 log = structlog.get_logger("mnemod.daemon")
+DISCOVERY_ERRORS: tuple[type[BaseException], ...] = (*OUTAGE_ERRORS, OSError)
 REVIVE_CALM_SECONDS = 10.0  # an embedded server started again sooner is a crash loop
 IDLE_TICK_SECONDS = 1.0  # how often the process looks after its namespaces, at most
 
@@ -169,7 +170,7 @@ class Daemon:
         """The namespaces found (runtime.discovery) that no runner serves yet."""
         try:
             found = found_namespaces(self.client, self.config.redis.prefix, self.options.data_dir)
-        except (*OUTAGE_ERRORS, OSError) as exc:
+        except DISCOVERY_ERRORS as exc:
             log.warning("namespaces.discovery_failed", error=str(exc)[:300])
             return []
         return [ns for ns in found if ns not in self.runners]
