@@ -17,6 +17,7 @@ from helpers import run_cli, wait_until
 from mnemod.client import Client as AgentClient
 from mnemod.redisio.keys import Keys
 from redis_topology import Ingest, LocalCluster
+from test_redis_acl import DOCS, PASSWORDS, documented_acl, refusals
 
 pytestmark = [pytest.mark.process, pytest.mark.slow]
 
@@ -96,3 +97,32 @@ def test_namespaces_on_two_masters_survive_a_slot_migration_and_a_master_failove
     assert status["namespaces"][first]["daemon"] == "running", status
     run_cli(data[first], "doctor", "--quiet", *args)
     assert sum(p.count_events("redis.unavailable") for p in procs.values()) > 0
+
+
+CLUSTER_EXTRAS = ["+cluster|slots", "+command", "+asking"]
+"""What the users of docs/operations.md add on a cluster (the page says so)."""
+
+
+def test_the_documented_users_with_the_cluster_additions_work(
+    daemons: DaemonFactory, cluster: LocalCluster
+) -> None:
+    """The daemon and an agent waiting for its replica, each with the documented ACL and
+    what the page adds for a cluster, on every node (`+asking`, for a slot being moved,
+    is not put to use here)."""
+    text = DOCS.read_text()
+    assert all(f"`{extra}`" in text for extra in [*CLUSTER_EXTRAS, "+wait"])
+    for name, rules in documented_acl().items():
+        extra = [*CLUSTER_EXTRAS, "+wait"] if name == "agent" else CLUSTER_EXTRAS
+        for server in cluster.servers:
+            server.client.execute_command("ACL", "SETUSER", name, *rules, *extra)
+    hosts = cluster.url.removeprefix("redis+cluster://")
+    url = {name: f"redis+cluster://{name}:{PASSWORDS[name]}@{hosts}" for name in PASSWORDS}
+    data = daemons.data_dir()
+    proc = daemons.daemon(data, redis_url=url["mnemod"]).start()
+    proc.wait_log("daemon.running", timeout=60)
+    with AgentClient(url["agent"], replicas=1, replica_timeout=5.0) as agent:
+        agent.add("The user prefers the Asia/Taipei timezone", key="tz", wait=20)
+        assert "Asia/Taipei" in agent.resolve("which timezone?", timeout=20)["text"]
+        assert agent.get("tz") is not None and agent.status()["state"] == "running"
+    assert refusals(proc.stderr_path.read_text()) == []
+    assert proc.count_events("redis.command_refused") == 0
