@@ -6,6 +6,7 @@ exits."""
 from __future__ import annotations
 
 import json
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from daemon_proc import DaemonFactory, index_entries
 from helpers import run_cli, wait_until
 from mnemod.client import Client as AgentClient
 from mnemod.redisio.keys import Keys
-from redis_topology import Ingest, LocalCluster
+from redis_topology import Ingest, LocalCluster, free_port
 from test_redis_acl import DOCS, PASSWORDS, documented_acl, refusals
 
 pytestmark = [pytest.mark.process, pytest.mark.slow]
@@ -126,3 +127,16 @@ def test_the_documented_users_with_the_cluster_additions_work(
         assert agent.get("tz") is not None and agent.status()["state"] == "running"
     assert refusals(proc.stderr_path.read_text()) == []
     assert proc.count_events("redis.command_refused") == 0
+
+
+def test_a_daemon_started_before_its_cluster_answers_waits_for_it(
+    daemons: DaemonFactory,
+) -> None:
+    """No node of the URL answers yet: the daemon says so and waits (a cluster client asks
+    for the layout at once), and a SIGTERM still stops it cleanly."""
+    url = f"redis+cluster://127.0.0.1:{free_port()},127.0.0.1:{free_port()}"
+    proc = daemons.daemon(daemons.data_dir(), redis_url=url).start()
+    proc.wait_log("redis.unavailable", at_least=2)
+    assert proc.running()
+    proc.signal(signal.SIGTERM)
+    assert proc.wait_exit() == 0
