@@ -6,6 +6,7 @@ exits."""
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,8 +18,9 @@ from daemon_proc import DaemonFactory, index_entries
 from helpers import run_cli, wait_until
 from mnemod.client import Client as AgentClient
 from mnemod.redisio.keys import Keys
-from redis_topology import Ingest, LocalCluster, free_port
+from redis_topology import Ingest, LocalCluster, TlsFiles, free_port
 from test_redis_acl import DOCS, PASSWORDS, documented_acl, refusals
+from test_redis_tls import make_certificates
 
 pytestmark = [pytest.mark.process, pytest.mark.slow]
 
@@ -140,3 +142,24 @@ def test_a_daemon_started_before_its_cluster_answers_waits_for_it(
     assert proc.running()
     proc.signal(signal.SIGTERM)
     assert proc.wait_exit() == 0
+
+
+def test_a_tls_cluster_is_reached_with_the_certificates_in_the_url(
+    daemons: DaemonFactory, tmp_path: Path
+) -> None:
+    """`rediss+cluster://…?ssl_ca_certs=…&ssl_certfile=…&ssl_keyfile=…`: the TLS options of
+    the URL reach every node's connections, the daemon's and an agent's."""
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed: no certificates can be made for the test")
+    folder = tmp_path / "tls"
+    folder.mkdir()
+    make_certificates(folder)
+    names = ("ca.crt", "client.crt", "client.key", "server.crt", "server.key")
+    tls = TlsFiles(*(folder / name for name in names))
+    with LocalCluster(tmp_path / "cluster", tls=tls) as cluster:
+        assert cluster.url.startswith("rediss+cluster://")
+        proc = daemons.daemon(daemons.data_dir(), redis_url=cluster.url).start()
+        proc.wait_log("daemon.running", timeout=60)
+        with AgentClient(cluster.url) as agent:
+            agent.add("The user prefers the Asia/Taipei timezone", key="tz", wait=20)
+            assert "Asia/Taipei" in agent.resolve("which timezone?", timeout=20)["text"]
