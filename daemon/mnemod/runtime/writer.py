@@ -97,7 +97,7 @@ class Writer:
         self.books = Bookkeeping(engine, hot, rpc, self.publish)
         # the backlog (delivered before a crash, never acknowledged) first, then new ones
         self.read_from = {keys.events: "0", keys.rpc: "0"}
-        self.last_commit = time.monotonic()
+        self.last_commit = self.clock.monotonic()
         self.snapshot_interval = 2.0
         self.job_results: dict[str, dict[str, Any]] = {}
         self.groups_recreated = False
@@ -280,13 +280,13 @@ class Writer:
         if force:
             self.books.run(None)
         failing = self.commits.failing
-        elapsed = time.monotonic() - self.last_commit
+        elapsed = self.clock.monotonic() - self.last_commit
         if failing:
             due = force or self.commits.retry_in == 0
         else:
             due = force or (self.commits.dirty and elapsed >= self.snapshot_interval)
         if due:
-            self.last_commit = time.monotonic()
+            self.last_commit = self.clock.monotonic()
             self._commit_batch()
         elif self.unacked and not failing:
             self.publish({})  # what Redis did not take the last time, first
@@ -295,7 +295,7 @@ class Writer:
             self.publish({})
         self.commits.derive(everything=checkpoint)
         started = self._start_checkpoint(checkpoint)
-        if time.monotonic() - self.books.sealed_at >= self.snapshot_interval:
+        if self.clock.monotonic() - self.books.sealed_at >= self.snapshot_interval:
             self.books.seal()
         return started
 
