@@ -25,7 +25,7 @@ import structlog
 
 from mnemod.clock import Clock
 from mnemod.config import Config, load_config, redact_url
-from mnemod.errors import ConfigError, MnemodError
+from mnemod.errors import ConfigError, MnemodError, RedisUnavailableError
 from mnemod.processes import describe_owner, owner_id
 from mnemod.redisio.connection import (
     REDIS_FAILURES,
@@ -102,7 +102,9 @@ class Daemon:
         with ExitStack() as stack:
             stack.callback(self._set_state, State.STOPPED)
             self.url = self._redis_url(stack)
-            client = connect(self.url, self.config.redis.socket_timeout, name=self._client_name())
+            client = self._connect()
+            if client is None:
+                return 0
             self._client = client
             stack.callback(client.close)
             self._wait_for_redis(client)
@@ -213,6 +215,18 @@ class Daemon:
         socket = shlex.quote(str(embedded.socket_path))  # pasted into a shell as printed
         print(f"mnemod: agents connect to {url}  (redis-cli -s {socket})", flush=True)  # noqa: T201
         return url
+
+    def _connect(self) -> redis.Redis | None:
+        """The process's client (None: a stop came first). A cluster client asks for the
+        cluster's layout at once: while no node named answers, that is waited out as any
+        outage."""
+        backoff = Backoff(sleep=self.stop_requested.wait)
+        while not self.stop_requested.is_set():
+            try:
+                return connect(self.url, self.config.redis.socket_timeout, name=self._client_name())
+            except RedisUnavailableError as exc:
+                self.wait_out(backoff, str(exc))
+        return None
 
     def _wait_for_redis(self, client: redis.Redis) -> None:
         backoff = Backoff(sleep=self.stop_requested.wait)
