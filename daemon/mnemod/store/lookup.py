@@ -10,10 +10,10 @@ at 10,000 entries sets took 24 MB, more than the entries' own text."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections import Counter, defaultdict
-from collections.abc import Iterator
 
 from mnemod.config import DedupConfig
 from mnemod.domain.dedup import (
@@ -28,11 +28,15 @@ from mnemod.domain.model import Entry
 MAX_ALIAS_HOPS = 100
 # postings read past the prefix filter, to count a candidate's hits (see Lookup._candidates)
 READ_AHEAD = 2
+# entries of a type from which counting pays: below, the postings are short, and
+# intersecting every set they hold costs less than counting (bench/scale.py)
+COUNT_FROM = 20_000
 SLACK = 1e-6  # float rounding in the bound: never leaves out a set that passes
 
 
 class Lookup:
-    def __init__(self) -> None:
+    def __init__(self, count_from: int = COUNT_FROM) -> None:
+        self.count_from = count_from  # see _candidates
         self.keys: dict[str, str] = {}
         self.aliases: dict[str, str] = {}
         # (type, word) -> size of the entry's keyword set -> entry ids
@@ -134,7 +138,7 @@ class Lookup:
                 best_id, best_score = other_id, score
         return (entries[best_id], best_score) if best_id else None
 
-    def _candidates(self, kind: str, ordered: list[str], threshold: float) -> Iterator[str]:
+    def _candidates(self, kind: str, ordered: list[str], threshold: float) -> set[str]:
         """Every indexed entry whose keyword set may have plain Jaccard ≥ `threshold` with
         `ordered` (distinct words, rarest first), and a few that do not.
 
@@ -144,29 +148,39 @@ class Lookup:
         there, c, bounds s by c plus the words not read, so one with c < r(m) − (words not
         read) is left out unseen. At 100k memories that reads ~2× the postings of the bare
         prefix filter and leaves ~35× fewer candidates (each a set intersection), and the
-        common words at the end of `ordered` are still never read."""
-        n = len(ordered)
-        if not n:
-            return
-        plan: dict[int, tuple[int, int]] = {}  # size -> (our words read, hits needed)
-        for m in range(math.ceil(threshold * n - 1e-9), math.floor(n / threshold + 1e-9) + 1):
-            needed = math.ceil(threshold * (n + m) / (1 + threshold) - SLACK)
-            read = min(n, n - needed + 1 + READ_AHEAD)
-            plan[m] = (read, needed - (n - read))
+        common words at the end of `ordered` are still never read. In a smaller store (see
+        COUNT_FROM) the bare prefix filter is used."""
+        ahead = READ_AHEAD if self._per_kind[kind] >= self.count_from else 0
+        plan = _plan(len(ordered), threshold, ahead)
         if not plan:
-            return
+            return set()
         furthest = max(read for read, _ in plan.values())
-        counts: dict[int, Counter[str]] = {}
+        met: set[str] = set()  # of the sizes one hit lets in
+        counts: dict[int, Counter[str]] = {}  # of the others
         for position, word in enumerate(ordered[:furthest], start=1):
             for m, ids in self._postings.get((kind, word), {}).items():
                 planned = plan.get(m)
-                if planned is not None and position <= planned[0]:
-                    if m not in counts:
-                        counts[m] = Counter()
+                if planned is None or position > planned[0]:
+                    continue
+                if planned[1] <= 1:
+                    met.update(ids)
+                elif m in counts:
                     counts[m].update(ids.keys())
+                else:
+                    counts[m] = Counter(ids.keys())
         for m, hits in counts.items():
             needed = plan[m][1]
-            if needed <= 1:
-                yield from hits
-            else:
-                yield from itertools.compress(hits, map(needed.__le__, hits.values()))
+            met.update(itertools.compress(hits, map(needed.__le__, hits.values())))
+        return met
+
+
+@functools.lru_cache(maxsize=1024)
+def _plan(n: int, threshold: float, ahead: int) -> dict[int, tuple[int, int]]:
+    """What `Lookup._candidates` reads for a set of `n` words: per size of the other set,
+    how many of our words (rarest first) and how many hits in them it needs."""
+    plan: dict[int, tuple[int, int]] = {}
+    for m in range(math.ceil(threshold * n - 1e-9), math.floor(n / threshold + 1e-9) + 1):
+        needed = math.ceil(threshold * (n + m) / (1 + threshold) - SLACK)
+        read = min(n, n - needed + 1 + ahead)
+        plan[m] = (read, needed - (n - read))
+    return plan
