@@ -30,7 +30,7 @@ MAX_ALIAS_HOPS = 100
 READ_AHEAD = 2
 # entries of a type from which counting pays: below, the postings are short, and
 # intersecting every set they hold costs less than counting (bench/scale.py)
-COUNT_FROM = 20_000
+COUNT_FROM = 5_000
 SLACK = 1e-6  # float rounding in the bound: never leaves out a set that passes
 
 
