@@ -1,4 +1,4 @@
-"""Durable ingest against its floor: the smallest program doing the same Redis and disk work.
+"""Durable ingest and add against their floors: the smallest programs doing the same I/O.
 
 The floor reads the events stream in batches (XREADGROUP, `daemon.batch_size` at a time),
 appends each batch's events to a file as JSON lines, fsyncs it once and acknowledges the
@@ -7,6 +7,10 @@ keywords, token counting, index or hot layer. Then `mnemod run` ingests the same
 adds into an empty store (bench/scale.py's ingest: agents XADD in pipelines, events/s until
 the last is acknowledged). The ratio says how far above the floor the daemon runs on this
 machine, which a target in events/s alone cannot.
+
+The floor of one durable `Store.add` (a change-log record appended and fsynced) is timed
+too: `--appends` appends of a record of the size an add writes, each with its fsync, p50
+and p99 in ms.
 
     python bench/ingest_floor.py [--events 4000] [--agents 1] [--data …/locomo-dev.jsonl]
         [--out bench/results/ingest_floor.json]
@@ -86,11 +90,26 @@ def floor(folder: Path, contents: list[str], agents: int, batch: int) -> dict[st
             "batches": batches}  # fmt: skip
 
 
+def append_floor(folder: Path, count: int, size: int = 1200) -> dict[str, Any]:
+    """`count` appends of `size` bytes, each fsynced (what a durable add cannot go below)."""
+    record = b"x" * (size - 1) + b"\n"
+    samples = []
+    with (folder / "appends.jsonl").open("ab") as handle:
+        for _ in range(count):
+            started = time.perf_counter()
+            handle.write(record)
+            handle.flush()
+            os.fsync(handle.fileno())
+            samples.append(time.perf_counter() - started)
+    return scale.stats(samples)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=str(ROOT.parent / "shared" / "data" / "locomo-dev.jsonl"))
     parser.add_argument("--events", type=int, default=4000)
     parser.add_argument("--agents", type=int, default=1)
+    parser.add_argument("--appends", type=int, default=200, help="timed fsynced appends")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "ingest_floor.json"))
     args = parser.parse_args(argv)
     turns, _, label = speed.corpus(Path(args.data))
@@ -100,6 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="mnemod-floor-") as name:
         base = Path(name)
         (base / "floor").mkdir()
+        appends = append_floor(base, args.appends)
         bare = floor(base / "floor", contents, args.agents, batch)
         (base / "daemon").mkdir()
         daemon = scale.ingest(base / "daemon", iter(contents), args.events, args.agents)
@@ -111,8 +131,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for title, row in rows:
         print(f"{title:<40}{row['events_per_s']:>10}{row['batches']:>10}")
     print(f"floor / mnemod: {ratio}")
+    print(f"append + fsync of one add's record: p50 {appends['p50']} ms, p99 {appends['p99']} ms")
     write_results(args.out, {"corpus": label, "batch_size": batch, "floor": bare,
-                             "daemon": daemon, "floor_vs_daemon": ratio})  # fmt: skip
+                             "daemon": daemon, "floor_vs_daemon": ratio,
+                             "append_fsync_ms": appends})  # fmt: skip
     return 0
 
 
