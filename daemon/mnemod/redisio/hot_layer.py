@@ -394,8 +394,8 @@ class HotLayer:
 
 class _Batch:
     """The commands of one batch, grouped by key: one SADD or SREM per keyword set, one
-    ZREM and ZADD per layer, one DEL for the items and the labels that go, one MSET for
-    the labels that stay, one HSET per item. Every put and removal of the batch touches
+    ZREM and ZADD per layer, one DEL for the items and the labels that go, one HSET per
+    item and one SET per label. Every put and removal of the batch touches
     the same few common-word sets: a command per item and word was most of a batch's
     work (about 50 an added memory), for the same effect."""
 
@@ -455,8 +455,8 @@ class _Batch:
                 pipe.zadd(self.keys.layer(layer), cast(Any, scores))
         for term_key in sorted(self.term_add):
             pipe.sadd(term_key, *self.term_add[term_key])
-        if self.labels:
-            pipe.mset(cast(Any, self.labels))
+        for name, item_id in self.labels.items():  # SET: the daemon's ACL has no MSET
+            pipe.set(name, item_id)
 
 
 def _stored_keywords(raw: str | None) -> list[str]:
