@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import operator
 from collections import Counter, defaultdict
 
 from mnemod.config import DedupConfig
@@ -118,7 +119,9 @@ class Lookup:
         length, bound = entry.tokens, config.threshold - 1e-9
         probe = Side(mine, entry.content, length)
         best_id, best_score = "", -1.0
-        for other_id in self._candidates(kind, ordered, threshold):
+        for other_id in self._floor_passing(
+            self._candidates(kind, ordered, threshold), mine, threshold
+        ):
             if other_id == entry.id:
                 continue
             listed = sets[other_id]
@@ -138,6 +141,17 @@ class Lookup:
                 best_id, best_score = other_id, score
         return (entries[best_id], best_score) if best_id else None
 
+    def _floor_passing(self, candidates: set[str], mine: frozenset[str], t: float) -> list[str]:
+        """The candidates whose plain Jaccard with `mine` may reach the floor t (within
+        SLACK; `similar` checks it exactly), filtered in C: with s words shared of m, J ≥ t
+        is s(1 + t) − t·m ≥ t·n. A loop over a few dozen candidates an add was most of the
+        cost of dedup in a store of a few thousand entries."""
+        n = len(mine)
+        sets = list(map(self._sets.__getitem__, candidates))
+        shared = map(len, map(mine.intersection, sets))
+        margin = map(operator.sub, map((1 + t).__mul__, shared), map(t.__mul__, map(len, sets)))
+        return list(itertools.compress(candidates, map((t * n - SLACK).__le__, margin)))
+
     def _candidates(self, kind: str, ordered: list[str], threshold: float) -> set[str]:
         """Every indexed entry whose keyword set may have plain Jaccard ≥ `threshold` with
         `ordered` (distinct words, rarest first), and a few that do not.
@@ -151,10 +165,7 @@ class Lookup:
         common words at the end of `ordered` are still never read. In a smaller store (see
         COUNT_FROM) the bare prefix filter is used."""
         ahead = READ_AHEAD if self._per_kind[kind] >= self.count_from else 0
-        plan = _plan(len(ordered), threshold, ahead)
-        if not plan:
-            return set()
-        furthest = max(read for read, _ in plan.values())
+        furthest, plan = _plan(len(ordered), threshold, ahead)
         met: set[str] = set()  # of the sizes one hit lets in
         counts: dict[int, Counter[str]] = {}  # of the others
         for position, word in enumerate(ordered[:furthest], start=1):
@@ -175,12 +186,13 @@ class Lookup:
 
 
 @functools.lru_cache(maxsize=1024)
-def _plan(n: int, threshold: float, ahead: int) -> dict[int, tuple[int, int]]:
+def _plan(n: int, threshold: float, ahead: int) -> tuple[int, dict[int, tuple[int, int]]]:
     """What `Lookup._candidates` reads for a set of `n` words: per size of the other set,
-    how many of our words (rarest first) and how many hits in them it needs."""
+    how many of our words (rarest first) and how many hits in them it needs; and the most
+    words any size needs."""
     plan: dict[int, tuple[int, int]] = {}
     for m in range(math.ceil(threshold * n - 1e-9), math.floor(n / threshold + 1e-9) + 1):
         needed = math.ceil(threshold * (n + m) / (1 + threshold) - SLACK)
         read = min(n, n - needed + 1 + ahead)
         plan[m] = (read, needed - (n - read))
-    return plan
+    return max((read for read, _ in plan.values()), default=0), plan
