@@ -50,6 +50,16 @@ def encode_record(record: dict[str, Any]) -> bytes:
     return body[:-1] + _CRC_MARK + str(crc).encode() + b"}\n"
 
 
+def line_crc(line: bytes) -> int:
+    """The CRC a record's line carries (its identity in the namespace's history: two
+    different records of one seq differ in it); 0 when the line holds none."""
+    mark = line.rfind(_CRC_MARK)
+    try:
+        return int(line[mark + len(_CRC_MARK) : -2]) if mark > 0 else 0
+    except ValueError:
+        return 0
+
+
 def decode_record(line: bytes) -> dict[str, Any] | None:
     """The record of one line, or None when it is torn or damaged."""
     if not line.endswith(b"\n"):
@@ -83,6 +93,7 @@ class ChangeLog:
         self.folder = folder
         self.readonly = readonly
         self.last_seq = 0
+        self.last_line: bytes | None = None  # the last record's line (None: log empty)
         self._newest: Path | None = None
         self._size = 0  # bytes of the newest segment
         self._older = 0  # bytes of the segments before it
@@ -100,23 +111,27 @@ class ChangeLog:
 
     def read_after(self, seq: int) -> Iterator[dict[str, Any]]:
         """Every durable record with a seq above `seq`, in order."""
+        for record, _ in self.lines_after(seq):
+            yield record
+
+    def lines_after(self, seq: int) -> Iterator[tuple[dict[str, Any], bytes]]:
+        """Like `read_after`, each record with its line as stored."""
         segments = self.segments()
         for position, segment in enumerate(segments):
             following = segments[position + 1] if position + 1 < len(segments) else None
             if following is not None and following.first_seq <= seq + 1:
                 continue  # wholly at or before `seq`
-            last = following is None
-            for record in self._records(segment.path, last):
+            for record, line in self._lines(segment.path, following is None):
                 if record["seq"] > seq:
-                    yield record
+                    yield record, line
 
-    def _records(self, path: Path, last_segment: bool) -> Iterator[dict[str, Any]]:
+    def _lines(self, path: Path, last_segment: bool) -> Iterator[tuple[dict[str, Any], bytes]]:
         with path.open("rb") as handle:
             lines = handle.readlines()
         for number, line in enumerate(lines, start=1):
             record = decode_record(line)
             if record is not None:
-                yield record
+                yield record, line
                 continue
             if last_segment and number == len(lines):
                 return  # the torn last record: never committed
@@ -142,6 +157,7 @@ class ChangeLog:
                 good = len(data) - len(line)
                 break
             last_seq = record["seq"]
+            self.last_line = line
         if good < len(data) and not self.readonly:
             with newest.path.open("r+b") as handle:
                 handle.truncate(good)
@@ -155,20 +171,39 @@ class ChangeLog:
         """Append and fsync; `records` carry their seq, one above the last. On failure
         (a full or read-only disk) whatever reached the file is cut again and the error
         goes up: the log is as it was, and the same records may be appended later."""
-        if not records:
+        self.append_lines([encode_record(r) for r in records])
+
+    def append_lines(self, lines: list[bytes]) -> None:
+        """`append` of records already encoded (the leader's lines a follower applies,
+        kept byte for byte so that both logs name a record by the same CRC)."""
+        if not lines:
             return
         if self.readonly:
             raise OSError(f"{self.folder}: opened read-only")
-        if records[0]["seq"] != self.last_seq + 1:
-            raise ValueError(f"record seq {records[0]['seq']} after {self.last_seq}")
-        data = b"".join(encode_record(r) for r in records)
-        path = self._segment_for(records[0]["seq"])
+        seq = self.last_seq
+        for line in lines:
+            record = decode_record(line)
+            if record is None or record["seq"] != seq + 1:
+                got = "a damaged line" if record is None else f"seq {record['seq']}"
+                raise ValueError(f"{self.folder}: {got} after record {seq}")
+            seq = record["seq"]
+        data = b"".join(lines)
+        path = self._segment_for(self.last_seq + 1)
         before = append_bytes(path, data)
         if before == 0:
             fsync_dir(self.folder)
         self._newest = path
         self._size = before + len(data)
-        self.last_seq = records[-1]["seq"]
+        self.last_seq = seq
+        self.last_line = lines[-1]
+
+    @property
+    def last_crc(self) -> int | None:
+        """The last record's CRC; 0 for an empty history; None when the log was pruned
+        past its last record (a person removed it): the history cannot be told then."""
+        if self.last_line is not None:
+            return line_crc(self.last_line)
+        return 0 if self.last_seq == 0 else None
 
     def _segment_for(self, seq: int) -> Path:
         """The newest segment, or a new one once it has passed SEGMENT_BYTES."""

@@ -4,6 +4,7 @@ pending, trimming what was acknowledged. The writer decides when; this speaks Re
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 import redis
 
@@ -41,3 +42,21 @@ def trim(client: redis.Redis, keys: Keys, last_applied: str | None, dead_max_len
             trimmed += int(client.xtrim(stream, minid=minid, approximate=False))
     trimmed += int(client.xtrim(keys.dead, maxlen=dead_max_len, approximate=True))
     return trimmed
+
+
+def claim_stale_requests(
+    client: redis.Redis, keys: Keys, consumer: str, min_idle_ms: int, count: int = 100
+) -> list[tuple[str, dict[str, str]]]:
+    """Requests delivered to a consumer of the group at least `min_idle_ms` ago and never
+    answered (its daemon died), claimed for `consumer` to answer. Every daemon of the
+    namespace reads the rpc stream, so none waits for the one that died to come back."""
+    try:
+        reply = client.xautoclaim(
+            keys.rpc, GROUP, consumer, min_idle_time=min_idle_ms, start_id="0-0", count=count
+        )
+    except redis.ResponseError as exc:
+        if str(exc).startswith("NOGROUP"):
+            return []
+        raise
+    messages = cast(list[tuple[str, dict[str, str] | None]], reply[1] if reply else [])
+    return [(message_id, fields) for message_id, fields in messages if fields is not None]

@@ -25,11 +25,16 @@ from mnemod.clock import Clock
 from mnemod.config import Config, load_config, redact_url
 from mnemod.errors import ConfigError, LockedError, MnemodError
 from mnemod.processes import describe_owner, owner_id, owner_is_gone
+from mnemod.redisio import streams
+from mnemod.redisio.change_feed import ChangeFeed, FencedOut
 from mnemod.redisio.connection import Backoff, check_version, connect, describe
 from mnemod.redisio.embedded import DAEMON_CLIENT, EmbeddedRedis
 from mnemod.redisio.keys import Keys
 from mnemod.redisio.lease import Lease
+from mnemod.runtime.catch_up import Diverged
 from mnemod.runtime.commands import Command, CommandQueue
+from mnemod.runtime.feed_publisher import FeedPublisher
+from mnemod.runtime.follower import CLAIM_IDLE_MS, Follower
 from mnemod.runtime.hot_sync import HotSync
 from mnemod.runtime.metrics import Metrics
 from mnemod.runtime.rpc_server import RpcServer
@@ -37,7 +42,7 @@ from mnemod.runtime.scheduler import Scheduler
 from mnemod.runtime.sdnotify import Notifier, watchdog_interval
 from mnemod.runtime.status import StatusWriter
 from mnemod.runtime.watcher import Watcher
-from mnemod.runtime.writer import Writer
+from mnemod.runtime.writer import CONSUMER, Writer
 from mnemod.store.engine import Engine
 from mnemod.store.heap import freeze_heap
 from mnemod.store.paths import NamespacePaths
@@ -120,19 +125,23 @@ class Daemon:
             keys = Keys(self.config.redis.prefix, self.options.namespace)
             lease = Lease(client, keys, self.owner, self.config.daemon.lease_ttl.total_seconds())
             while not self.stop_requested.is_set():
-                if not self._wait_for_lease(lease):
+                leading, engine = self._follow(client, keys, lease)
+                if not leading:
                     break
                 try:
-                    self._lead(client, keys, lease)
+                    self._lead(client, keys, lease, engine)
                 except LockedError as exc:
                     # Another process on this data folder still writes the namespace (its
                     # lease lapsed but it lives): stand by rather than fight over the files.
                     log.warning("lease.standby", reason=str(exc))
                     self.stop_requested.wait(lease.ttl)
                     continue
-                except LeaseLost:
+                except (LeaseLost, FencedOut, Diverged) as exc:
                     log.error(
-                        "lease.lost", namespace=self.options.namespace, action="stopped writing"
+                        "lease.lost",
+                        namespace=self.options.namespace,
+                        action="stopped writing",
+                        reason=str(exc)[:300],
                     )
                     self.metrics.set_leader(self.options.namespace, False)
                     continue
@@ -171,6 +180,80 @@ class Daemon:
             log.info("redis.connected", version=".".join(map(str, version)))
             return
 
+    def _follow(self, client: redis.Redis, keys: Keys, lease: Lease) -> tuple[bool, Engine | None]:
+        """Follow the namespace until this daemon leads it (runtime.follower): whether it
+        does (False: a stop), and the engine to lead with. A data folder another live
+        daemon writes (the lock is taken) cannot follow: it stands by for the lease."""
+
+        def may_lead() -> bool:
+            self._clear_dead_holder(lease)
+            return lease.acquire()
+
+        def open_copy() -> Engine:
+            paths = NamespacePaths(self.options.data_dir, self.options.namespace)
+            engine = Engine(
+                paths,
+                self.config,
+                self.clock,
+                l1_dir=self.options.l1_dir,
+                actor="agent",
+                autosave=False,
+                replica=True,
+            )
+            self._announce(lease, "follows it")
+            return engine
+
+        follower = Follower(
+            open_copy,
+            client,
+            keys,
+            self.config,
+            self.clock,
+            self.metrics,
+            self.owner,
+            lease,
+            may_lead,
+            self.stop_requested,
+        )
+        while not self.stop_requested.is_set():
+            try:
+                engine = follower.run()
+            except LockedError:
+                return self._wait_for_lease(lease), None
+            except REDIS_ERRORS as exc:
+                log.warning("redis.unavailable", error=describe(exc), at="following")
+                self._revive_embedded()
+                self.stop_requested.wait(lease.ttl / 3)
+                follower = Follower(
+                    open_copy,
+                    client,
+                    keys,
+                    self.config,
+                    self.clock,
+                    self.metrics,
+                    self.owner,
+                    lease,
+                    may_lead,
+                    self.stop_requested,
+                )
+                continue
+            return engine is not None, engine
+        return False, None
+
+    def _announce(self, lease: Lease, doing: str) -> None:
+        """Say who leads, on the terminal and to systemd (once per standby or follow)."""
+        holder = lease.holder()
+        if holder is None or holder == self.owner:
+            return
+        leader = describe_owner(holder)
+        log.info("lease.standby", namespace=self.options.namespace, holder=holder)
+        print(  # noqa: T201 (beside the agents' URL: who leads, on the terminal)
+            f"mnemod: standing by: {leader} leads namespace {self.options.namespace}; "
+            f"this daemon {doing} and takes over when it stops",
+            flush=True,
+        )
+        self.notifier.ready(f"standby: {leader} leads this namespace")
+
     def _wait_for_lease(self, lease: Lease) -> bool:
         """Stand by until this daemon holds the namespace's lease (or a stop is asked)."""
         announced = False
@@ -184,15 +267,7 @@ class Daemon:
                 log.warning("redis.unavailable", error=describe(exc))
                 self._revive_embedded()
             if not announced:
-                holder = lease.holder()
-                leader = describe_owner(holder)
-                log.info("lease.standby", namespace=self.options.namespace, holder=holder)
-                print(  # noqa: T201 (beside the agents' URL: who leads, on the terminal)
-                    f"mnemod: standing by: {leader} leads namespace {self.options.namespace}; "
-                    "this daemon takes over when it stops",
-                    flush=True,
-                )
-                self.notifier.ready(f"standby: {leader} leads this namespace")
+                self._announce(lease, "waits")
                 announced = True
             self.stop_requested.wait(lease.ttl / 3)
         return False
@@ -206,18 +281,25 @@ class Daemon:
         if lease.clear(holder):
             log.info("lease.cleared", holder=holder, reason="its process is gone")
 
-    def _lead(self, client: redis.Redis, keys: Keys, lease: Lease) -> None:
+    def _lead(
+        self, client: redis.Redis, keys: Keys, lease: Lease, engine: Engine | None = None
+    ) -> None:
         ns = self.options.namespace
         with ExitStack() as stack:
             stack.callback(self._release, lease)
-            engine = self._open_engine(lease)
+            engine = engine or self._open_engine(lease)
             stack.callback(engine.close)
+            publisher = FeedPublisher(
+                ChangeFeed(client, keys, self.owner), engine, self.config.daemon.feed_max_len
+            )
+            publisher.take_over()  # the files at the committed position before anything else
             hot = HotSync(client, keys, self.clock)
             rpc = RpcServer(engine, client, keys, self.clock, self.metrics)
             stack.callback(rpc.close)
             writer = Writer(engine, client, keys, self.config, self.clock, hot, self.metrics, rpc)
             stack.callback(writer.close)  # before engine.close: no snapshot still being written
             writer.snapshot_interval = _interval_seconds(self.config.schedule.snapshot, 2.0)
+            writer.feed = publisher
             status = StatusWriter(client, keys, self.owner, self.url, self.clock)
             writer.ensure_groups()
             hot.rebuild(engine)
@@ -369,10 +451,14 @@ class Daemon:
         parts.writer.ensure_groups()
         parts.writer.reread_pending()
         parts.hot.rebuild(parts.engine)
+        if parts.writer.feed is not None:
+            parts.writer.feed.republish()  # followers start from it (runtime.feed_publisher)
 
     def _heartbeat(self, parts: Leading) -> None:
         engine, writer, hot = parts.engine, parts.writer, parts.hot
         self._recover_lost_data(parts)
+        if streams.claim_stale_requests(writer.client, writer.keys, CONSUMER, CLAIM_IDLE_MS):
+            writer.reread_pending()  # a follower died holding requests: answered here
         pending = writer.pending_count()
         hot_items = hot.count()
         writer.record_job("heartbeat", {"pending": pending, "hot": hot_items})

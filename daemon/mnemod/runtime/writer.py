@@ -34,6 +34,7 @@ from mnemod.redisio.keys import GROUP, Keys
 from mnemod.runtime import bookkeeping
 from mnemod.runtime.bookkeeping import Bookkeeping, Settler
 from mnemod.runtime.commands import Command
+from mnemod.runtime.feed_publisher import FeedPublisher
 from mnemod.runtime.hot_sync import HotSync
 from mnemod.runtime.metrics import Metrics
 from mnemod.store.engine import Engine
@@ -101,6 +102,7 @@ class Writer:
         self.groups_recreated = False
         self._saver = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemod-checkpoint")
         self._checkpoint: _Checkpoint | None = None
+        self.feed: FeedPublisher | None = None  # publishes records and checkpoints (leading)
 
     def close(self) -> None:
         """Wait for a checkpoint being written (the log holds everything without it)."""
@@ -233,8 +235,11 @@ class Writer:
         engine = self.engine
         if event.op == "add" and event.new is not None:
             engine.add(event.new, by=event.by)
+        elif event.op == "access" and event.selected:
+            if engine.find(event.target) is not None:  # a follower's answer: gone since is fine
+                engine.access(event.target, selected=True, times=event.times)
         elif event.op == "access":
-            engine.access(event.target)
+            engine.access(event.target, times=event.times)
         elif event.op == "update" and event.fields is not None:
             engine.update(event.target, event.fields, by=event.by)
         elif event.op == "remove":
@@ -305,7 +310,7 @@ class Writer:
         if due:
             self.last_commit = time.monotonic()
             self._commit_batch()
-        elif self.unacked and not failing:
+        elif self.unacked and not failing and not self.commits.unappended:
             self.publish({})  # what Redis did not take the last time, first
             self._ack()  # committed; the acknowledgement went with a dropped connection
         if self.hot_pending:
@@ -326,12 +331,15 @@ class Writer:
         return self.commits.failures
 
     def _start_checkpoint(self, force: bool) -> bool:
-        if self._checkpoint is not None or not (force or self.commits.checkpoint_due()):
+        feed_due = self.feed is not None and self.feed.checkpoint_due()
+        if self._checkpoint is not None or not (force or feed_due or self.commits.checkpoint_due()):
             return False
         started = time.perf_counter()
         job = self.engine.checkpoint_job()
         if job is None:
             return False
+        if self.feed is not None:
+            job = self.feed.wrap(job)
         prepared = time.perf_counter() - started
         self._checkpoint = _Checkpoint(self._saver.submit(_timed, job), prepared)
         if force:
@@ -344,6 +352,7 @@ class Writer:
         acknowledgements wait for the next start, which rebuilds the one from the files and
         reads the pending events again, skipping what the log holds."""
         self._collect(wait=True)
+        self.commits.publish = None  # published at the next lead (runtime.feed_publisher)
         self.books.seal()
         if self.rpc is not None:
             self.rpc.settle(None)  # into the entries; the hot layer is rebuilt at start
@@ -421,7 +430,8 @@ class Writer:
 
     def trim(self) -> dict[str, Any]:
         max_len = self.config.daemon.stream_max_len
-        return {"trimmed": streams.trim(self.client, self.keys, self.engine.last_event_id, max_len)}
+        trimmed = streams.trim(self.client, self.keys, self.engine.last_event_id, max_len)
+        return {"trimmed": trimmed, "feed": self.feed.trim() if self.feed is not None else 0}
 
     def pending_count(self) -> int:
         return streams.pending_events(self.client, self.keys)

@@ -1,0 +1,259 @@
+"""A daemon that does not lead a namespace follows it.
+
+It keeps its own copy in its own folder (store.replica): the leader's records applied as
+they reach the feed, so that it can take over at once, on another host, with every memory.
+It answers resolve requests from that copy, reading the rpc stream in the same consumer
+group under its own consumer name (Redis spreads requests over every daemon), after
+catching up to the committed position, so an agent that saw its event acknowledged finds it
+in the answer. What an answer selected goes to the leader as `access` events. Requests left
+pending on a daemon that died are claimed. When the lease is free and the copy current, it
+takes the lease, catches up once more under it, and hands its engine over to lead.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import datetime
+from typing import Any, cast
+
+import redis
+import structlog
+
+from mnemod.clock import Clock
+from mnemod.config import Config
+from mnemod.redisio import streams
+from mnemod.redisio.change_feed import ChangeFeed, Position
+from mnemod.redisio.keys import GROUP, Keys
+from mnemod.redisio.lease import Lease
+from mnemod.runtime.catch_up import Diverged, Standing, catch_up, position
+from mnemod.runtime.metrics import Metrics
+from mnemod.runtime.rpc_server import RpcServer
+from mnemod.store.engine import Engine
+from mnemod.store.replica import start_from_checkpoint
+
+log = structlog.get_logger("mnemod.follower")
+HOUSEKEEPING_SECONDS = 1.0  # say how far it applied, claim stale requests, derive, checkpoint
+CLAIM_IDLE_MS = 5000  # a request delivered this long ago and not answered: its daemon died
+ACCESS_SECONDS = 2.0  # what answers selected is sent to the leader this often
+
+
+class Follower:
+    def __init__(
+        self,
+        open_engine: Callable[[], Engine],
+        client: redis.Redis,
+        keys: Keys,
+        config: Config,
+        clock: Clock,
+        metrics: Metrics,
+        owner: str,
+        lease: Lease,
+        may_lead: Callable[[], bool],
+        stop: threading.Event,
+    ) -> None:
+        """`may_lead` tries to take the lease (clearing a dead holder first)."""
+        self.open_engine = open_engine
+        self.client = client
+        self.keys = keys
+        self.config = config
+        self.clock = clock
+        self.metrics = metrics
+        self.owner = owner
+        self.lease = lease
+        self.may_lead = may_lead
+        self.stop = stop
+        self.consumer = f"follower:{owner}"
+        self.feed = ChangeFeed(client, keys, owner)
+        self.trusted: Position | None = None
+        self._saver = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemod-checkpoint")
+        self._checkpoint: Future[int] | None = None
+        self._housekept = 0.0
+        self._sent_at = time.monotonic()
+        self.engine: Engine | None = None
+        self.rpc: RpcServer
+
+    def run(self) -> Engine | None:
+        """Follow until this daemon leads; returns the engine to lead with (its copy at the
+        committed position, the lease held), or None when a stop was asked."""
+        self.engine = self.open_engine()
+        self.rpc = self._rpc(self.engine)
+        try:
+            while not self.stop.is_set():
+                engine = self.engine
+                try:
+                    standing = self._catch_up(engine)
+                    if standing is Standing.AHEAD:
+                        if self.lease.holder() in (None, self.owner) and self._lead(engine):
+                            return self._hand_over()
+                        raise Diverged("holds records the namespace does not, while another leads")
+                    if self._lead(engine):
+                        return self._hand_over()
+                except Diverged as exc:
+                    self._start_again(str(exc))
+                    continue
+                self._serve(engine)
+                self._housekeeping(engine)
+            return None
+        finally:
+            self._finish()
+
+    # ---- the copy ------------------------------------------------------------------------
+    def _catch_up(self, engine: Engine) -> Standing:
+        before = engine.commits.log.last_seq
+        standing = catch_up(engine, self.feed, self.trusted)
+        self.trusted = position(engine)
+        if engine.commits.log.last_seq != before:
+            log.debug("follow.applied", to_seq=engine.commits.log.last_seq, from_seq=before)
+        return standing
+
+    def _lead(self, engine: Engine) -> bool:
+        """Take the lease if it is free, and catch up under it (nobody else publishes now:
+        a record the old leader published just before its lease lapsed is applied)."""
+        if not self.may_lead():
+            return False
+        self._catch_up(engine)
+        return True
+
+    def _hand_over(self) -> Engine | None:
+        self._collect(wait=True)
+        engine, self.engine = self.engine, None
+        self.feed.forget(self.owner)
+        self.rpc.seal()
+        self.rpc.settle(None)  # what answers selected: to the events, which this one applies
+        if engine is not None:
+            engine.set_replica(False)
+            log.info(
+                "follow.leading", namespace=self.keys.namespace, seq=engine.commits.log.last_seq
+            )
+        return engine
+
+    def _start_again(self, why: str) -> None:
+        """Start the copy again from the published checkpoint (the old folder set aside)."""
+        checkpoint = self.feed.checkpoint()
+        if checkpoint is None:
+            log.warning("follow.no_checkpoint", reason=why, action="waiting for the leader's")
+            self.stop.wait(self.lease.ttl / 3)
+            return
+        log.warning("follow.restarting_copy", reason=why, checkpoint_seq=checkpoint.seq)
+        self.rpc.close()
+        self._collect(wait=True)
+        engine, self.engine = self.engine, None
+        if engine is not None:
+            engine.abandon()  # its files are set aside as they are
+            start_from_checkpoint(engine.paths, checkpoint.seq, checkpoint.line, checkpoint.index)
+        self.trusted = None
+        self.engine = self.open_engine()
+        self.rpc = self._rpc(self.engine)
+
+    # ---- requests --------------------------------------------------------------------------
+    def _rpc(self, engine: Engine) -> RpcServer:
+        rpc = RpcServer(engine, self.client, self.keys, self.clock, self.metrics)
+        rpc.record_selections = self._send_accesses
+        return rpc
+
+    def _serve(self, engine: Engine) -> None:
+        """Answer one batch of requests (waiting up to `daemon.block` for one)."""
+        block = int(min(self.config.daemon.block.total_seconds(), self.lease.ttl / 3) * 1000)
+        try:
+            replies = self.client.xreadgroup(
+                GROUP,
+                self.consumer,
+                {self.keys.rpc: ">"},
+                count=self.config.daemon.batch_size,
+                block=max(block, 1),
+            )
+        except redis.ResponseError as exc:
+            if not str(exc).startswith(("NOGROUP", "UNBLOCKED")):
+                raise
+            self._ensure_group()
+            return
+        batches = cast(list[tuple[str, list[tuple[str, dict[str, str]]]]], replies or [])
+        self._answer(engine, [m for _, messages in batches for m in messages])
+
+    def _answer(self, engine: Engine, messages: list[tuple[str, dict[str, str]]]) -> None:
+        if not messages:
+            return
+        rpc = self.rpc
+        self._catch_up(engine)  # what was acknowledged before the request is in the answer
+        try:
+            for request_id, raw in messages:
+                rpc.handle(request_id, raw or {})
+        finally:
+            rpc.collect()
+
+    def _ensure_group(self) -> None:
+        try:
+            self.client.xgroup_create(self.keys.rpc, GROUP, id="0", mkstream=True)
+        except redis.ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+
+    def _send_accesses(self, selected: dict[str, tuple[int, datetime]]) -> None:
+        """What answers selected, to the leader as `access` events (soft state: lost with
+        a Redis outage, as a leader's unsaved accesses are with a crash)."""
+        if not selected:
+            return
+        pipe = self.client.pipeline(transaction=False)
+        for entry_id, (times, _) in selected.items():
+            data = {"id": entry_id, "times": times, "selected": True}
+            pipe.xadd(self.keys.events, {"op": "access", "data": _dumps(data)})
+        pipe.execute()
+
+    # ---- between batches -------------------------------------------------------------------
+    def _housekeeping(self, engine: Engine) -> None:
+        if time.monotonic() - self._sent_at >= ACCESS_SECONDS:
+            self._sent_at = time.monotonic()
+            self.rpc.seal()
+            self.rpc.settle(None)
+        if time.monotonic() - self._housekept < HOUSEKEEPING_SECONDS:
+            return
+        self._housekept = time.monotonic()
+        self.feed.register(self.owner, engine.commits.log.last_seq)
+        claimed = streams.claim_stale_requests(self.client, self.keys, self.consumer, CLAIM_IDLE_MS)
+        self._answer(engine, claimed)
+        engine.commits.derive()
+        self._collect(wait=False)
+        if self._checkpoint is None and engine.commits.checkpoint_due():
+            job = engine.checkpoint_job()
+            if job is not None:
+                self._checkpoint = self._saver.submit(job)
+
+    def _collect(self, wait: bool) -> None:
+        """Take a checkpoint written on the saver thread (the log before it can go)."""
+        done = self._checkpoint
+        if done is None or not (wait or done.done()):
+            return
+        self._checkpoint = None
+        try:
+            seq = done.result()
+        except OSError as exc:
+            log.error("checkpoint.failed", error=str(exc)[:300])
+            return
+        if self.engine is not None:
+            self.engine.commits.checkpoint_written(seq)
+
+    def _finish(self) -> None:
+        """A stop (or an error): what answers selected sent, the copy's files written and
+        closed. An engine handed over to lead is not this one's to close."""
+        try:
+            if self.engine is not None:
+                self.rpc.seal()
+                self.rpc.settle(None)
+                self.feed.forget(self.owner)
+        except redis.RedisError as exc:
+            log.warning("redis.unavailable", error=str(exc)[:200], at="follower stop")
+        finally:
+            self.rpc.close()
+            self._collect(wait=True)
+            self._saver.shutdown(wait=True)
+            if self.engine is not None:
+                self.engine.close()
+                self.engine = None
+
+
+def _dumps(data: Any) -> str:
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))

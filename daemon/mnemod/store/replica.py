@@ -1,0 +1,112 @@
+"""A follower's copy of a namespace: the leader's records applied to this daemon's own files,
+and a copy started from the leader's checkpoint.
+
+A record is applied as recovery replays it (store.recovery.apply_record): appended to the
+log byte for byte (so both logs name it by the same CRC), applied to the state, and the
+engine's lookups, recall and stored texts kept in step; the journal lines and L2 files follow
+as after a commit of our own. A copy is started from a checkpoint by writing it as this
+folder's index.json with the record it ends at as the log's first: opening it is then plain
+recovery. A folder that held anything is moved aside first, for a person to look at.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from mnemod.files.atomic import atomic_write_bytes, fsync_dir
+from mnemod.files.change_log import CorruptLogError, decode_record
+from mnemod.store.engine import Engine
+from mnemod.store.paths import NamespacePaths
+from mnemod.store.recovery import apply_record
+
+log = structlog.get_logger("mnemod.replica")
+ASIDE_FOLDER = ".diverged"  # under the data folder: not a namespace (names start alnum)
+
+
+def decode_lines(lines: Iterable[tuple[int, bytes]]) -> list[tuple[dict[str, Any], bytes]]:
+    """The records of the leader's lines, each checked (CRC, its seq); CorruptLogError
+    names the first that does not read."""
+    found = []
+    for seq, line in lines:
+        record = decode_record(line)
+        if record is None or record["seq"] != seq:
+            raise CorruptLogError(Path("feed"), f"record {seq} does not read")
+        found.append((record, line))
+    return found
+
+
+def apply_records(engine: Engine, records: list[tuple[dict[str, Any], bytes]]) -> None:
+    """Apply the leader's records (the next after this copy's last, in order)."""
+    if not records:
+        return
+    engine.commits.adopt(records)  # durable first: a crash replays them at the next open
+    for record, _ in records:
+        touched = _ids(record)
+        for entry_id in touched:
+            old = engine.entries.get(entry_id)
+            if old is not None:
+                engine.drop(old)
+        apply_record(engine.state, record, engine.commits.log)
+        for entry_id in touched:
+            entry = engine.entries.get(entry_id)
+            if entry is not None:
+                engine.insert(entry)
+                engine.recall.put(entry, "l3")
+            elif entry_id in engine.l2_entries:
+                engine.recall.put(engine.l2_entries[entry_id], "l2")
+            else:
+                engine.recall.drop(entry_id)
+    engine.drain_changes()  # the hot layer is the leader's to write
+    engine.commits.derive()
+
+
+def _ids(record: dict[str, Any]) -> list[str]:
+    ids = []
+    for op in record.get("ops") or []:
+        if isinstance(op, dict):
+            entry = op.get("entry")
+            found = op.get("id") or (entry.get("id") if isinstance(entry, dict) else None)
+            if isinstance(found, str):
+                ids.append(found)
+    return ids
+
+
+def holds_anything(paths: NamespacePaths) -> bool:
+    """Whether the folder holds a namespace's files (not only the empty folders a first
+    open makes)."""
+    if paths.index.exists() or paths.history.exists() or paths.archive.exists():
+        return True
+    if paths.log_dir.is_dir() and any(paths.log_dir.glob("*.jsonl")):
+        return True
+    return paths.l2_dir.is_dir() and any(paths.l2_dir.glob("*.md"))
+
+
+def start_from_checkpoint(
+    paths: NamespacePaths, seq: int, line: bytes, index: bytes
+) -> Path | None:
+    """Make this folder the checkpoint of `seq` (index.json, and `line`, its last record, as
+    the log's first). The folder must not be open. A folder holding anything is moved aside
+    first; returns where to (None: it held nothing)."""
+    aside = None
+    if holds_anything(paths):
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+        aside = paths.data_dir / ASIDE_FOLDER / f"{paths.namespace}-{stamp}"
+        aside.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.replace(paths.root, aside)
+        fsync_dir(paths.data_dir)
+        log.warning("replica.folder_set_aside", namespace=paths.namespace, aside=str(aside))
+    for folder in (paths.root, paths.l3_dir, paths.log_dir, paths.l2_dir):
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for old in paths.log_dir.glob("*.jsonl"):
+        old.unlink()  # an empty folder's (holds_anything): none, but never two histories
+    if line:
+        atomic_write_bytes(paths.log_dir / f"{seq:012d}.jsonl", line)
+    atomic_write_bytes(paths.index, index)
+    log.info("replica.started_from_checkpoint", namespace=paths.namespace, seq=seq)
+    return aside

@@ -1,0 +1,147 @@
+"""Followers as real processes: several daemons on one Redis, each with its own folder.
+
+The failover of issue 15, end to end: the leader takes adds and removes and is killed with
+kill -9; the follower leads within the lease time with every memory, the hot layer never
+shrinks, and resolve answers with the facts; a daemon started on an empty folder catches up;
+the first comes back with its old files, the second is killed, and what was written while
+the first was down is still there. Nothing lost, nothing removed comes back.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from daemon_proc import (
+    KEYS,
+    Client,
+    DaemonFactory,
+    DaemonProc,
+    add_event,
+    distinct_content,
+    index_entries,
+    managed,
+    pending,
+    unread,
+)
+from helpers import wait_until
+from mnemod.redisio.embedded import EmbeddedRedis
+
+pytestmark = pytest.mark.process
+
+LEASE = {"MNEMOD_DAEMON_LEASE_TTL": "2s"}
+FACTS = {
+    "dog": "The user's dog is called Biscuit and is a beagle",
+    "tz": "The user lives in the Asia/Taipei timezone",
+}
+
+
+@pytest.fixture
+def daemons(tmp_path: Path) -> Iterator[DaemonFactory]:
+    with managed(tmp_path) as factory:
+        yield factory
+
+
+@pytest.fixture
+def external(tmp_path: Path) -> Iterator[EmbeddedRedis]:
+    server = EmbeddedRedis(tmp_path / "external")
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def resolve(client: Client, prompt: str, timeout: float = 8.0) -> dict[str, object]:
+    reply_to = KEYS.reply(uuid.uuid4().hex)
+    request = {"op": "resolve", "prompt": prompt, "budget": "400", "reply_to": reply_to}
+    client.xadd(KEYS.rpc, request)
+    answer = client.blpop([reply_to], timeout=timeout)
+    assert answer is not None, f"no answer to {prompt!r}"
+    parsed: dict[str, object] = json.loads(answer[1])
+    return parsed
+
+
+def ids(data: Path) -> set[str]:
+    return {e["id"] for e in index_entries(data)}
+
+
+def settled(client: Client) -> bool:
+    return unread(client) == 0 and pending(client) == 0
+
+
+def leading(procs: list[DaemonProc], client: Client) -> DaemonProc:
+    """The daemon that holds the lease (its pid is in the status hash)."""
+
+    def found() -> DaemonProc | None:
+        pid = client.hget(KEYS.status, "pid")
+        return next((p for p in procs if p.running() and str(p.pid) == pid), None)
+
+    proc = wait_until(found, 15)
+    assert proc is not None
+    return proc
+
+
+def test_failover_across_three_folders_loses_nothing_and_resurrects_nothing(
+    daemons: DaemonFactory, external: EmbeddedRedis
+) -> None:
+    rng = random.Random(15)
+    folders = [daemons.data_dir(name) for name in ("a", "b", "c")]
+    first = daemons.daemon(folders[0], redis_url=external.url, env=LEASE).start()
+    first.wait_log("daemon.running")
+    second = daemons.daemon(folders[1], redis_url=external.url, env=LEASE).start()
+    second.wait_log("lease.standby")
+    client = daemons.client(external.url)
+
+    for key, content in FACTS.items():
+        add_event(client, content, id=key)
+    added = [f"m{n:03d}" for n in range(300)]
+    for entry_id in added:
+        add_event(client, distinct_content(rng), id=entry_id)
+    removed = set(rng.sample(added, 50))
+    for entry_id in sorted(removed):
+        client.xadd(KEYS.events, {"op": "remove", "data": json.dumps({"id": entry_id})})
+    expected = (set(added) - removed) | set(FACTS)
+    wait_until(lambda: settled(client) and ids(folders[0]) == expected, 30)
+    wait_until(lambda: ids(folders[1]) == expected, 15)  # the follower's own copy
+    hot_before = int(client.zcard(KEYS.hot))
+    assert hot_before == len(expected)
+
+    first.kill9()
+    killed = time.monotonic()
+    smallest = hot_before
+    while not second.count_events("daemon.running"):
+        smallest = min(smallest, int(client.zcard(KEYS.hot)))
+        assert time.monotonic() - killed < 2 + 3, "the follower did not lead within the lease"
+        time.sleep(0.01)
+    for _ in range(20):  # the rebuild just after taking over
+        smallest = min(smallest, int(client.zcard(KEYS.hot)))
+        time.sleep(0.01)
+    assert smallest >= hot_before, f"the hot layer shrank to {smallest} of {hot_before}"
+    assert "Biscuit" in str(resolve(client, "what is my dog called?")["text"])
+
+    third = daemons.daemon(folders[2], redis_url=external.url, env=LEASE).start()
+    add_event(client, "Written while the first daemon was down: the boat is blue", id="during")
+    expected.add("during")
+    wait_until(lambda: settled(client) and ids(folders[1]) == expected, 15)
+    wait_until(lambda: ids(folders[2]) == expected, 20)  # started empty, caught up
+
+    again = daemons.daemon(folders[0], redis_url=external.url, env=LEASE).start()
+    again.wait_log("lease.standby")
+    wait_until(lambda: ids(folders[0]) == expected, 20)  # its old files, caught up
+    second.kill9()
+    new_leader = leading([again, third], client)
+    assert "blue" in str(resolve(client, "what colour is the boat?")["text"])
+    add_event(client, "After the second failover: the car is green", id="later")
+    expected.add("later")
+    wait_until(lambda: settled(client), 15)
+    for folder in (folders[0], folders[2]):
+        wait_until(lambda f=folder: ids(f) == expected, 15)  # type: ignore[misc]
+    assert not ids(new_leader.data_dir) & removed, "a removed memory came back"
+    assert client.xlen(KEYS.dead) == 0
