@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import random
+import signal
 import time
 import uuid
 from collections.abc import Iterator
@@ -32,6 +33,8 @@ from daemon_proc import (
 )
 from helpers import wait_until
 from mnemod.redisio.embedded import EmbeddedRedis
+from test_fault_suite import Model, check_against, entries_read, send, start
+from test_fault_suite import settled as fault_settled
 
 pytestmark = pytest.mark.process
 
@@ -145,3 +148,41 @@ def test_failover_across_three_folders_loses_nothing_and_resurrects_nothing(
         wait_until(lambda f=folder: ids(f) == expected, 15)  # type: ignore[misc]
     assert not ids(new_leader.data_dir) & removed, "a removed memory came back"
     assert client.xlen(KEYS.dead) == 0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_kill_9_of_the_leader_during_an_ingest_with_two_followers_loses_nothing(
+    daemons: DaemonFactory, external: EmbeddedRedis
+) -> None:
+    folders = [daemons.data_dir(name) for name in ("a", "b", "c")]
+    procs = {f: start(daemons, f, redis_url=external.url) for f in folders}
+    client = daemons.client(external.url)
+    wait_until(lambda: client.hget(KEYS.status, "pid") is not None, 20)
+    model = Model(random.Random(2615))
+    send(client, model.generate(10_000))
+    rng = random.Random(11)
+    kills = 0
+    while entries_read(client) < 9_800 or kills < 20:
+        leader = leading(list(procs.values()), client)
+        target = min(10_000, entries_read(client) + rng.randint(100, 600))
+
+        def reached(t: int = target, p: DaemonProc = leader) -> bool:
+            return entries_read(client) >= t or not p.running()
+
+        wait_until(reached, 60)
+        leader.kill9()
+        kills += 1
+        procs[leader.data_dir] = start(daemons, leader.data_dir, redis_url=external.url)
+        if entries_read(client) >= 10_000 and kills >= 20:
+            break
+    fault_settled(client, 120)
+    leader = leading(list(procs.values()), client)
+    for proc in procs.values():
+        if proc is not leader:
+            proc.signal(signal.SIGTERM)
+            assert proc.wait_exit(timeout=60) == 0, proc.tail()
+    leader.signal(signal.SIGTERM)
+    assert leader.wait_exit(timeout=60) == 0, leader.tail()
+    print(f"kill -9 of the leader: {kills}, events: {len(model.events)}")
+    check_against(model, leader.data_dir)

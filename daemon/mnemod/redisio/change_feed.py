@@ -160,7 +160,8 @@ class ChangeFeed:
         live = self.live_followers()
         needed = min(live.values()) if live else floor
         keep_from = min(floor, max(needed, committed.seq - max_len + 1))
-        return int(self.client.xtrim(self.keys.feed, minid=f"{max(keep_from, 0)}-0"))
+        minid = f"{max(keep_from, 0)}-0"
+        return int(self.client.xtrim(self.keys.feed, minid=minid, approximate=False))
 
     def live_followers(self) -> dict[str, int]:
         """Followers heard from within LIVE_SECONDS, with their applied seq; the others'

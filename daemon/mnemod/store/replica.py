@@ -47,13 +47,13 @@ def apply_records(engine: Engine, records: list[tuple[dict[str, Any], bytes]]) -
         return
     engine.commits.adopt(records)  # durable first: a crash replays them at the next open
     for record, _ in records:
-        touched = _ids(record)
-        for entry_id in touched:
+        changed, accessed = _ids(record)
+        for entry_id in changed:
             old = engine.entries.get(entry_id)
             if old is not None:
                 engine.drop(old)
         apply_record(engine.state, record, engine.commits.log)
-        for entry_id in touched:
+        for entry_id in changed:
             entry = engine.entries.get(entry_id)
             if entry is not None:
                 engine.insert(entry)
@@ -62,19 +62,27 @@ def apply_records(engine: Engine, records: list[tuple[dict[str, Any], bytes]]) -
                 engine.recall.put(engine.l2_entries[entry_id], "l2")
             else:
                 engine.recall.drop(entry_id)
+        for entry_id in accessed:  # changed in place: serialized again, ranked as used
+            engine.texts.forget(entry_id)
+            found = engine.entries.get(entry_id)
+            if found is not None:
+                engine.recall.accessed(found, "l3")
+            elif entry_id in engine.l2_entries:
+                engine.recall.accessed(engine.l2_entries[entry_id], "l2")
     engine.drain_changes()  # the hot layer is the leader's to write
     engine.commits.derive()
 
 
-def _ids(record: dict[str, Any]) -> list[str]:
-    ids = []
+def _ids(record: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """The ids a record puts or removes, and those whose accesses it records."""
+    changed, accessed = [], []
     for op in record.get("ops") or []:
         if isinstance(op, dict):
             entry = op.get("entry")
             found = op.get("id") or (entry.get("id") if isinstance(entry, dict) else None)
             if isinstance(found, str):
-                ids.append(found)
-    return ids
+                (accessed if op.get("op") == "acc" else changed).append(found)
+    return changed, accessed
 
 
 def holds_anything(paths: NamespacePaths) -> bool:
