@@ -75,7 +75,8 @@ def apply_records(engine: Engine, records: list[tuple[dict[str, Any], bytes]]) -
 
 def _ids(record: dict[str, Any]) -> tuple[list[str], list[str]]:
     """The ids a record puts or removes, and those whose accesses it records."""
-    changed, accessed = [], []
+    changed: list[str] = []
+    accessed: list[str] = []
     for op in record.get("ops") or []:
         if isinstance(op, dict):
             entry = op.get("entry")
