@@ -107,7 +107,7 @@ class DaemonConfig:
     lease_ttl: timedelta = timedelta(seconds=15)
     watch_debounce: timedelta = timedelta(milliseconds=300)
     stream_max_len: int = 100000
-    feed_max_len: int = 10000  # change-log records the feed keeps for lagging followers
+    feed_max_len: int = 1000  # change-log records the feed keeps for followers behind
     group_access: bool = False  # memory files 0640 / folders 0750 instead of 0600 / 0700
 
 

@@ -203,39 +203,31 @@ class Daemon:
             self._announce(lease, "follows it")
             return engine
 
-        follower = Follower(
-            open_copy,
-            client,
-            keys,
-            self.config,
-            self.clock,
-            self.metrics,
-            self.owner,
-            lease,
-            may_lead,
-            self.stop_requested,
-        )
+        backoff = Backoff(sleep=self.stop_requested.wait)
         while not self.stop_requested.is_set():
+            follower = Follower(
+                open_copy,
+                client,
+                keys,
+                self.config,
+                self.clock,
+                self.metrics,
+                self.owner,
+                lease,
+                may_lead,
+                self.stop_requested,
+            )
             try:
                 engine = follower.run()
             except LockedError:
                 return self._wait_for_lease(lease), None
             except REDIS_ERRORS as exc:
-                log.warning("redis.unavailable", error=describe(exc), at="following")
-                self._revive_embedded()
-                self.stop_requested.wait(lease.ttl / 3)
-                follower = Follower(
-                    open_copy,
-                    client,
-                    keys,
-                    self.config,
-                    self.clock,
-                    self.metrics,
-                    self.owner,
-                    lease,
-                    may_lead,
-                    self.stop_requested,
-                )
+                self._wait_out(backoff, describe(exc))
+                continue
+            except redis.ResponseError as exc:
+                delay = backoff.next_delay()
+                log.error("redis.command_refused", error=str(exc)[:300], retry_in=round(delay, 2))
+                backoff.sleep(delay)
                 continue
             return engine is not None, engine
         return False, None

@@ -80,11 +80,6 @@ class FeedPublisher:
         following = self.feed.read_from(self.checkpoint_seq + 1, 1)
         return bool(following) and following[0].seq == self.checkpoint_seq + 1
 
-    def checkpoint_due(self) -> bool:
-        """The feed since the published checkpoint passed `max_len` records: a new one lets
-        it be trimmed (a follower far behind starts from it)."""
-        return self.log.last_seq - self.checkpoint_seq >= self.max_len
-
     def wrap(self, job: Callable[[], int]) -> Callable[[], int]:
         """A checkpoint job (store.commits) that publishes the checkpoint once written, on
         the same thread, then trims the feed. A Redis error there is logged: the next

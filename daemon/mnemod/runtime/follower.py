@@ -39,6 +39,7 @@ log = structlog.get_logger("mnemod.follower")
 HOUSEKEEPING_SECONDS = 1.0  # say how far it applied, claim stale requests, derive, checkpoint
 CLAIM_IDLE_MS = 5000  # a request delivered this long ago and not answered: its daemon died
 ACCESS_SECONDS = 2.0  # what answers selected is sent to the leader this often
+POLL_SECONDS = 0.1  # longest wait for a request between looks at the feed and the lease
 
 
 class Follower:
@@ -74,7 +75,7 @@ class Follower:
         self._housekept = 0.0
         self._sent_at = time.monotonic()
         self.engine: Engine | None = None
-        self.rpc: RpcServer
+        self.rpc: RpcServer | None = None
 
     def run(self) -> Engine | None:
         """Follow until this daemon leads; returns the engine to lead with (its copy at the
@@ -92,11 +93,10 @@ class Follower:
                         raise Diverged("holds records the namespace does not, while another leads")
                     if self._lead(engine):
                         return self._hand_over()
+                    self._serve(engine)
+                    self._housekeeping(engine)
                 except Diverged as exc:
                     self._start_again(str(exc))
-                    continue
-                self._serve(engine)
-                self._housekeeping(engine)
             return None
         finally:
             self._finish()
@@ -122,8 +122,9 @@ class Follower:
         self._collect(wait=True)
         engine, self.engine = self.engine, None
         self.feed.forget(self.owner)
-        self.rpc.seal()
-        self.rpc.settle(None)  # what answers selected: to the events, which this one applies
+        if self.rpc is not None:
+            self.rpc.seal()
+            self.rpc.settle(None)  # what answers selected: to the events, which it applies
         if engine is not None:
             engine.set_replica(False)
             log.info(
@@ -139,7 +140,8 @@ class Follower:
             self.stop.wait(self.lease.ttl / 3)
             return
         log.warning("follow.restarting_copy", reason=why, checkpoint_seq=checkpoint.seq)
-        self.rpc.close()
+        if self.rpc is not None:
+            self.rpc.close()
         self._collect(wait=True)
         engine, self.engine = self.engine, None
         if engine is not None:
@@ -156,8 +158,11 @@ class Follower:
         return rpc
 
     def _serve(self, engine: Engine) -> None:
-        """Answer one batch of requests (waiting up to `daemon.block` for one)."""
-        block = int(min(self.config.daemon.block.total_seconds(), self.lease.ttl / 3) * 1000)
+        """Answer one batch of requests, waiting up to POLL_SECONDS for one: how late at
+        most the copy follows the leader while no request comes (a request is answered
+        after catching up), and how soon a free lease is seen."""
+        seconds = min(self.config.daemon.block.total_seconds(), POLL_SECONDS, self.lease.ttl / 3)
+        block = int(seconds * 1000)
         try:
             replies = self.client.xreadgroup(
                 GROUP,
@@ -175,9 +180,9 @@ class Follower:
         self._answer(engine, [m for _, messages in batches for m in messages])
 
     def _answer(self, engine: Engine, messages: list[tuple[str, dict[str, str]]]) -> None:
-        if not messages:
-            return
         rpc = self.rpc
+        if not messages or rpc is None:
+            return
         self._catch_up(engine)  # what was acknowledged before the request is in the answer
         try:
             for request_id, raw in messages:
@@ -205,7 +210,7 @@ class Follower:
 
     # ---- between batches -------------------------------------------------------------------
     def _housekeeping(self, engine: Engine) -> None:
-        if time.monotonic() - self._sent_at >= ACCESS_SECONDS:
+        if time.monotonic() - self._sent_at >= ACCESS_SECONDS and self.rpc is not None:
             self._sent_at = time.monotonic()
             self.rpc.seal()
             self.rpc.settle(None)
@@ -240,14 +245,15 @@ class Follower:
         """A stop (or an error): what answers selected sent, the copy's files written and
         closed. An engine handed over to lead is not this one's to close."""
         try:
-            if self.engine is not None:
+            if self.engine is not None and self.rpc is not None:
                 self.rpc.seal()
                 self.rpc.settle(None)
                 self.feed.forget(self.owner)
         except redis.RedisError as exc:
             log.warning("redis.unavailable", error=str(exc)[:200], at="follower stop")
         finally:
-            self.rpc.close()
+            if self.rpc is not None:
+                self.rpc.close()
             self._collect(wait=True)
             self._saver.shutdown(wait=True)
             if self.engine is not None:

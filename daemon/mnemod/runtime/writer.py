@@ -331,8 +331,7 @@ class Writer:
         return self.commits.failures
 
     def _start_checkpoint(self, force: bool) -> bool:
-        feed_due = self.feed is not None and self.feed.checkpoint_due()
-        if self._checkpoint is not None or not (force or feed_due or self.commits.checkpoint_due()):
+        if self._checkpoint is not None or not (force or self.commits.checkpoint_due()):
             return False
         started = time.perf_counter()
         job = self.engine.checkpoint_job()
