@@ -25,7 +25,6 @@ from mnemod.clock import Clock
 from mnemod.config import Config, load_config, redact_url
 from mnemod.errors import ConfigError, LockedError, MnemodError
 from mnemod.processes import describe_owner, owner_id, owner_is_gone
-from mnemod.redisio import streams
 from mnemod.redisio.change_feed import ChangeFeed, FencedOut
 from mnemod.redisio.connection import Backoff, check_version, connect, describe
 from mnemod.redisio.embedded import DAEMON_CLIENT, EmbeddedRedis
@@ -449,7 +448,7 @@ class Daemon:
     def _heartbeat(self, parts: Leading) -> None:
         engine, writer, hot = parts.engine, parts.writer, parts.hot
         self._recover_lost_data(parts)
-        if streams.claim_stale_requests(writer.client, writer.keys, CONSUMER, CLAIM_IDLE_MS):
+        if writer.stream.claim_stale_requests(CONSUMER, CLAIM_IDLE_MS):
             writer.reread_pending()  # a follower died holding requests: answered here
         pending = writer.pending_count()
         hot_items = hot.count()

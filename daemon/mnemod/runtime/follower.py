@@ -18,17 +18,17 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
 import redis
 import structlog
 
 from mnemod.clock import Clock
 from mnemod.config import Config
-from mnemod.redisio import streams
 from mnemod.redisio.change_feed import ChangeFeed, Position
-from mnemod.redisio.keys import GROUP, Keys
+from mnemod.redisio.keys import Keys
 from mnemod.redisio.lease import Lease
+from mnemod.redisio.streams import EventStream, GroupMissingError
 from mnemod.runtime.catch_up import Diverged, Standing, catch_up, position
 from mnemod.runtime.metrics import Metrics
 from mnemod.runtime.rpc_server import RpcServer
@@ -69,6 +69,7 @@ class Follower:
         self.stop = stop
         self.consumer = f"follower:{owner}"
         self.feed = ChangeFeed(client, keys, owner)
+        self.stream = EventStream(client, keys)
         self.trusted: Position | None = None
         self._saver = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemod-checkpoint")
         self._checkpoint: Future[int] | None = None
@@ -164,19 +165,12 @@ class Follower:
         seconds = min(self.config.daemon.block.total_seconds(), POLL_SECONDS, self.lease.ttl / 3)
         block = int(seconds * 1000)
         try:
-            replies = self.client.xreadgroup(
-                GROUP,
-                self.consumer,
-                {self.keys.rpc: ">"},
-                count=self.config.daemon.batch_size,
-                block=max(block, 1),
+            batches = self.stream.read(
+                self.consumer, {self.keys.rpc: ">"}, self.config.daemon.batch_size, max(block, 1)
             )
-        except redis.ResponseError as exc:
-            if not str(exc).startswith(("NOGROUP", "UNBLOCKED")):
-                raise
-            self._ensure_group()
+        except GroupMissingError:
+            self.stream.ensure_groups()  # no leader yet, or Redis lost its data
             return
-        batches = cast(list[tuple[str, list[tuple[str, dict[str, str]]]]], replies or [])
         self._answer(engine, [m for _, messages in batches for m in messages])
 
     def _answer(self, engine: Engine, messages: list[tuple[str, dict[str, str]]]) -> None:
@@ -190,23 +184,14 @@ class Follower:
         finally:
             rpc.collect()
 
-    def _ensure_group(self) -> None:
-        try:
-            self.client.xgroup_create(self.keys.rpc, GROUP, id="0", mkstream=True)
-        except redis.ResponseError as exc:
-            if "BUSYGROUP" not in str(exc):
-                raise
-
     def _send_accesses(self, selected: dict[str, tuple[int, datetime]]) -> None:
         """What answers selected, to the leader as `access` events (soft state: lost with
         a Redis outage, as a leader's unsaved accesses are with a crash)."""
         if not selected:
             return
-        pipe = self.client.pipeline(transaction=False)
         for entry_id, (times, _) in selected.items():
             data = {"id": entry_id, "times": times, "selected": True}
-            pipe.xadd(self.keys.events, {"op": "access", "data": _dumps(data)})
-        pipe.execute()
+            self.stream.append({"op": "access", "data": _dumps(data)})
 
     # ---- between batches -------------------------------------------------------------------
     def _housekeeping(self, engine: Engine) -> None:
@@ -218,7 +203,7 @@ class Follower:
             return
         self._housekept = time.monotonic()
         self.feed.register(self.owner, engine.commits.log.last_seq)
-        claimed = streams.claim_stale_requests(self.client, self.keys, self.consumer, CLAIM_IDLE_MS)
+        claimed = self.stream.claim_stale_requests(self.consumer, CLAIM_IDLE_MS)
         self._answer(engine, claimed)
         engine.commits.derive()
         self._collect(wait=False)
