@@ -41,6 +41,10 @@ def built() -> dict[str, str]:
         keys.lease: "string",
         keys.sessions("<session>"): "set",
         keys.marker: "string",
+        keys.feed: "stream",
+        keys.committed: "hash",
+        keys.checkpoint: "hash",
+        keys.followers: "hash",
     }
 
 
