@@ -25,6 +25,7 @@ import structlog
 
 from mnemod.clock import Clock
 from mnemod.config import Config
+from mnemod.files.change_log import CorruptLogError
 from mnemod.redisio.change_feed import ChangeFeed, Position
 from mnemod.redisio.keys import Keys
 from mnemod.redisio.lease import Lease
@@ -98,6 +99,14 @@ class Follower:
                     self._housekeeping(engine)
                 except Diverged as exc:
                     self._start_again(str(exc))
+                except CorruptLogError as exc:
+                    # a record in Redis that does not read: starting again would meet it too
+                    log.error("follow.bad_record", error=str(exc)[:300])
+                    self.stop.wait(self.lease.ttl / 3)
+                except OSError as exc:
+                    # its files cannot be written (a full or read-only disk): tried again
+                    log.error("files.write_failed", error=str(exc)[:300], at="following")
+                    self.stop.wait(1.0)
             return None
         finally:
             self._finish()
