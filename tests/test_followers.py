@@ -31,7 +31,7 @@ from daemon_proc import (
     pending,
     unread,
 )
-from helpers import wait_until
+from helpers import run_cli, wait_until
 from mnemod.redisio.embedded import EmbeddedRedis
 from test_fault_suite import Model, check_against, entries_read, send, start
 from test_fault_suite import settled as fault_settled
@@ -132,6 +132,11 @@ def test_failover_across_three_folders_loses_nothing_and_resurrects_nothing(
     third = daemons.daemon(folders[2], redis_url=external.url, env=LEASE).start()
     add_event(client, "Written while the first daemon was down: the boat is blue", id="during")
     expected.add("during")
+    removed_since = set(rng.sample(sorted(expected - set(FACTS) - {"during"}), 10))
+    for entry_id in sorted(removed_since):  # the first daemon's files still hold these
+        client.xadd(KEYS.events, {"op": "remove", "data": json.dumps({"id": entry_id})})
+    expected -= removed_since
+    removed |= removed_since
     wait_until(lambda: settled(client) and ids(folders[1]) == expected, 15)
     wait_until(lambda: ids(folders[2]) == expected, 20)  # started empty, caught up
 
@@ -147,7 +152,37 @@ def test_failover_across_three_folders_loses_nothing_and_resurrects_nothing(
     for folder in (folders[0], folders[2]):
         wait_until(lambda f=folder: ids(f) == expected, 15)  # type: ignore[misc]
     assert not ids(new_leader.data_dir) & removed, "a removed memory came back"
+    assert not set(client.zrange(KEYS.hot, 0, -1)) & removed, "back in the hot layer"
+    assert int(client.zcard(KEYS.hot)) == len(expected)
     assert client.xlen(KEYS.dead) == 0
+
+
+def test_a_copy_the_cli_wrote_while_another_daemon_led_is_set_aside_and_started_again(
+    daemons: DaemonFactory, external: EmbeddedRedis
+) -> None:
+    leader_dir, copy_dir = daemons.data_dir("a"), daemons.data_dir("b")
+    leader = daemons.daemon(leader_dir, redis_url=external.url, env=LEASE).start()
+    leader.wait_log("daemon.running")
+    follower = daemons.daemon(copy_dir, redis_url=external.url, env=LEASE).start()
+    follower.wait_log("lease.standby")
+    client = daemons.client(external.url)
+    add_event(client, "The first memory, followed", id="x1")
+    wait_until(lambda: ids(copy_dir) == {"x1"}, 15)
+    follower.signal(signal.SIGTERM)
+    assert follower.wait_exit() == 0
+    run_cli(copy_dir, "add", "A stray memory the CLI wrote into the copy", "--type", "insight")
+    add_event(client, "The second memory, while the copy was stopped", id="x2")
+    wait_until(lambda: settled(client) and ids(leader_dir) == {"x1", "x2"}, 15)
+
+    again = daemons.daemon(copy_dir, redis_url=external.url, env=LEASE).start()
+    again.wait_log("replica.folder_set_aside")
+    wait_until(lambda: ids(copy_dir) == {"x1", "x2"}, 15)  # the namespace's, without the stray
+    (aside,) = (copy_dir / ".diverged").iterdir()
+    assert any("stray" in e["content"] for e in index_entries(aside.parent, aside.name))
+    assert ids(leader_dir) == {"x1", "x2"}
+    leader.kill9()
+    leading([again], client)
+    assert "stray" not in str(resolve(client, "a stray memory the CLI wrote")["text"])
 
 
 @pytest.mark.slow
@@ -180,6 +215,7 @@ def test_kill_9_of_the_leader_during_an_ingest_with_two_followers_loses_nothing(
     leader = leading(list(procs.values()), client)
     for proc in procs.values():
         if proc is not leader:
+            proc.wait_log("lease.standby")  # following (its signal handlers set)
             proc.signal(signal.SIGTERM)
             assert proc.wait_exit(timeout=60) == 0, proc.tail()
     leader.signal(signal.SIGTERM)
