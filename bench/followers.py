@@ -14,7 +14,7 @@ One redis-server of its own; `mnemod run` processes on separate folders with
   (Redis spreads the requests over the consumer group); latency p50/p99 and answers/s, and
   the ratio of each against the leader alone in the same run.
 
-    python bench/followers.py [--data /path/locomo-dev.jsonl] [--entries 2000]
+    python bench/followers.py [--data PATH] [--entries 2000]
         [--followers 2] [--askers 8] [--seconds 10] [--adds 200]
         [--out bench/results/followers.json]
 """
