@@ -11,11 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 
 from mnemod.clock import SystemClock
 from mnemod.config import load_config
 from mnemod.domain.validation import NewEntry
-from mnemod.redisio.change_feed import ChangeFeed, FencedOut
+from mnemod.redisio.change_feed import ChangeFeed, FencedOut, Position
 from mnemod.redisio.keys import Keys
 from mnemod.redisio.lease import Lease
 from mnemod.runtime.catch_up import Diverged, Standing, catch_up
@@ -169,3 +170,31 @@ def test_the_feed_is_trimmed_past_what_followers_applied_within_the_bound(
         redis_client.hdel(KEYS.followers, "slow", "fast")
         feed.trim(max_len=10)
         assert feed.read_from(0, 1)[0].seq == last  # the checkpoint's record is kept
+
+
+def test_a_publish_whose_reply_was_lost_is_not_made_twice(
+    tmp_path: Path, redis_client: RedisClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = ChangeFeed.publish
+    lost = [redis.ConnectionError("the reply went with the connection")]
+
+    def reply_lost(self: ChangeFeed, after: Position, lines: list[bytes]) -> Position:
+        done = real(self, after, lines)
+        if lost:
+            raise lost.pop()
+        return done
+
+    with leading(tmp_path / "a", redis_client) as leader:
+        add(leader, "the first memory", "one")
+        monkeypatch.setattr(ChangeFeed, "publish", reply_lost)
+        with pytest.raises(redis.ConnectionError):
+            add(leader, "published, its reply lost", "two")
+        before = leader.commits.log.last_seq
+        add(leader, "made before the retry", "three")  # both records go out again
+        assert leader.commits.log.last_seq == before + 2
+        feed = ChangeFeed(redis_client, KEYS, "x")
+        seqs = [r.seq for r in feed.read_from(0, 100)]
+        assert seqs == sorted(set(seqs)) and seqs[-1] == before + 2  # each record once
+        with engine_at(tmp_path / "b", replica=True) as copy:
+            assert catch_up(copy, feed) is Standing.CURRENT
+            assert set(copy.entries) == {"one", "two", "three"}

@@ -185,6 +185,9 @@ class Daemon:
         daemon writes (the lock is taken) cannot follow: it stands by for the lease."""
 
         def may_lead() -> bool:
+            holder = lease.holder()
+            if holder not in (None, self.owner) and not owner_is_gone(holder):
+                return False  # one look while another leads
             self._clear_dead_holder(lease)
             return lease.acquire()
 

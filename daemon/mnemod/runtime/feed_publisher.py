@@ -16,8 +16,8 @@ from collections.abc import Callable
 import redis
 import structlog
 
-from mnemod.files.change_log import ChangeLog
-from mnemod.redisio.change_feed import ChangeFeed, Position
+from mnemod.files.change_log import ChangeLog, line_crc
+from mnemod.redisio.change_feed import ChangeFeed, FencedOut, Position
 from mnemod.runtime.catch_up import Standing, catch_up
 from mnemod.store.engine import Engine
 
@@ -67,8 +67,20 @@ class FeedPublisher:
     def __call__(self, lines: list[bytes]) -> None:
         """Commits' hook: `lines` are the next records after the log's last; those this
         leader already published (a publish whose append then failed) are not sent again."""
-        done = self.position.seq - self.log.last_seq
-        self.position = self.feed.publish(self.position, lines[max(done, 0) :])
+        todo = lines[max(self.position.seq - self.log.last_seq, 0) :]
+        try:
+            self.position = self.feed.publish(self.position, todo)
+        except FencedOut:
+            # A publish whose reply a dropped connection took, retried with a record made
+            # since: the namespace is at one of ours. Go on from there.
+            committed = self.feed.committed()
+            ours = [
+                Position(self.position.seq + n, line_crc(line)) for n, line in enumerate(todo, 1)
+            ]
+            if committed is None or committed not in ours[:-1]:
+                raise
+            self.position = committed
+            self(lines)
 
     def _checkpoint_usable(self) -> bool:
         """A follower can start from the published checkpoint: the feed holds what
