@@ -149,6 +149,17 @@ def test_a_deposed_leader_publishes_nothing_and_appends_nothing(
     assert committed is not None and committed.seq == before + 1
 
 
+def test_a_lease_that_lapsed_and_nobody_took_is_taken_back_by_the_publish(
+    tmp_path: Path, redis_client: RedisClient
+) -> None:
+    with leading(tmp_path / "a", redis_client) as leader:
+        add(leader, "the first memory", "one")
+        redis_client.delete(KEYS.lease)  # a long pause: the lease lapsed, nobody took it
+        add(leader, "published all the same", "two")
+        assert redis_client.get(KEYS.lease) == "leader"
+        assert 0 < redis_client.pttl(KEYS.lease) <= 15_000
+
+
 def test_the_feed_is_trimmed_past_what_followers_applied_within_the_bound(
     tmp_path: Path, redis_client: RedisClient
 ) -> None:

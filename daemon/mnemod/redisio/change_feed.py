@@ -3,14 +3,14 @@
 The leader publishes each change-log record before it appends it to its own log: one
 script adds the record's line to the `feed` stream (entry id `<seq>-0`) and moves the
 namespace's committed position (`committed`: the record's seq and CRC) — only while it holds
-the lease and only from the position it knows, so a daemon that lost the lease, or whose
-history forked, can never publish. A record is part of the namespace once it is there; a
-daemon's files are never ahead of it except by what it could not publish (see
-runtime.follower). The leader also publishes its checkpoints (`checkpoint`: index.json,
-compressed, with the record it ends at) so that a follower that starts empty, or fell
-behind what the feed holds, starts from one. Followers say how far they applied
-(`followers`); the leader trims the feed past that, within `daemon.feed_max_len`, and never
-past its published checkpoint.
+the lease (or takes back one that lapsed and nobody took) and only from the position it
+knows, so a daemon that lost the lease, or whose history forked, can never publish. A
+record is part of the namespace once it is there; a daemon's files are never ahead of it
+except by what it could not publish (runtime.feed_publisher). The leader also publishes its
+checkpoints (`checkpoint`: index.json, compressed, with the record it ends at) so that a
+follower that starts empty, or fell behind what the feed holds, starts from one. Followers
+say how far they applied (`followers`); the leader trims the feed past that, within
+`daemon.feed_max_len`, and never past its published checkpoint.
 """
 
 from __future__ import annotations
@@ -30,16 +30,18 @@ from mnemod.redisio.keys import Keys
 log = structlog.get_logger("mnemod.feed")
 LIVE_SECONDS = 60.0  # a follower that has not said how far it applied for this long is gone
 
-# KEYS: lease, committed, feed. ARGV: owner, prev seq, prev crc, then seq, crc, line per record.
+# KEYS: lease, committed, feed. ARGV: owner, lease ms, prev seq, prev crc, then seq, crc, line
+# per record. A lease that lapsed and that nobody took is taken back (as the lead loop does).
 _PUBLISH = """
 local holder = redis.call('GET', KEYS[1])
-if holder ~= ARGV[1] then return {'lease', holder or ''} end
+if holder and holder ~= ARGV[1] then return {'lease', holder} end
 local n = #ARGV
 local last_seq, last_crc = ARGV[n - 2], ARGV[n - 1]
 local cur = redis.call('HMGET', KEYS[2], 'seq', 'crc')
 if cur[1] == last_seq and cur[2] == last_crc then return {'ok', last_seq} end
-if cur[1] and (cur[1] ~= ARGV[2] or cur[2] ~= ARGV[3]) then return {'moved', cur[1]} end
-for i = 4, n, 3 do
+if cur[1] and (cur[1] ~= ARGV[3] or cur[2] ~= ARGV[4]) then return {'moved', cur[1]} end
+if not holder then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) end
+for i = 5, n, 3 do
   redis.call('XADD', KEYS[3], ARGV[i] .. '-0', 'crc', ARGV[i + 1], 'line', ARGV[i + 2])
 end
 redis.call('HSET', KEYS[2], 'seq', last_seq, 'crc', last_crc, 'owner', ARGV[1])
@@ -100,10 +102,12 @@ class PublishedCheckpoint:
 
 
 class ChangeFeed:
-    def __init__(self, client: redis.Redis, keys: Keys, owner: str) -> None:
+    def __init__(self, client: redis.Redis, keys: Keys, owner: str, lease_ms: int = 15_000) -> None:
+        """`lease_ms`: the lease a publish takes back when it lapsed and nobody took it."""
         self.client = client
         self.keys = keys
         self.owner = owner
+        self.lease_ms = lease_ms
         self._publish = client.register_script(_PUBLISH)
         self._checkpoint = client.register_script(_CHECKPOINT)
         self._register = client.register_script(_REGISTER)
@@ -116,10 +120,10 @@ class ChangeFeed:
         FencedOut when this daemon may not publish."""
         if not lines:
             return after
-        args: list[Any] = [self.owner, after.seq, after.crc]
+        args: list[Any] = [self.owner, self.lease_ms, after.seq, after.crc]
         last = after
-        for line in lines:
-            last = Position(after.seq + len(args) // 3, line_crc(line))
+        for n, line in enumerate(lines, 1):
+            last = Position(after.seq + n, line_crc(line))
             args += [last.seq, last.crc, line.decode()]
         reply = cast(list[str], self._publish(keys=self._fenced, args=args))
         if reply[0] != "ok":

@@ -283,9 +283,8 @@ class Daemon:
             stack.callback(self._release, lease)
             engine = engine or self._open_engine(lease)
             stack.callback(engine.close)
-            publisher = FeedPublisher(
-                ChangeFeed(client, keys, self.owner), engine, self.config.daemon.feed_max_len
-            )
+            feed = ChangeFeed(client, keys, self.owner, lease.ttl_ms)
+            publisher = FeedPublisher(feed, engine, self.config.daemon.feed_max_len)
             publisher.take_over()  # the files at the committed position before anything else
             hot = HotSync(client, keys, self.clock)
             rpc = RpcServer(engine, client, keys, self.clock, self.metrics)

@@ -60,7 +60,9 @@ class FeedPublisher:
     def republish(self) -> None:
         """Write a checkpoint of what is committed now and publish it (at a takeover with
         none usable published, after Redis lost its data)."""
-        self.engine.checkpoint(force=True)
+        self.engine.checkpoint(force=True)  # a commit that waited for Redis is published first
+        if self.feed.committed() is None:
+            self.feed.start(self.position)  # Redis lost it: this leader's files are the truth
         seq = self.engine.commits.checkpoint_seq
         self.publish_checkpoint(seq, self._line_of(seq))
 

@@ -82,19 +82,18 @@ class Follower:
     def run(self) -> Engine | None:
         """Follow until this daemon leads; returns the engine to lead with (its copy at the
         committed position, the lease held), or None when a stop was asked."""
-        self.engine = self.open_engine()
-        self.rpc = self._rpc(self.engine)
         try:
             while not self.stop.is_set():
+                if self.engine is None:
+                    self.engine = self.open_engine()
+                    self.rpc = self._rpc(self.engine)
                 engine = self.engine
                 try:
                     standing = self._catch_up(engine)
-                    if standing is Standing.AHEAD:
-                        if self.lease.holder() in (None, self.owner) and self._lead(engine):
-                            return self._hand_over()
-                        raise Diverged("holds records the namespace does not, while another leads")
                     if self._lead(engine):
                         return self._hand_over()
+                    if standing is Standing.AHEAD:
+                        raise Diverged("holds records the namespace does not, while another leads")
                     self._serve(engine)
                     self._housekeeping(engine)
                 except Diverged as exc:
@@ -152,14 +151,13 @@ class Follower:
         log.warning("follow.restarting_copy", reason=why, checkpoint_seq=checkpoint.seq)
         if self.rpc is not None:
             self.rpc.close()
+            self.rpc = None
         self._collect(wait=True)
         engine, self.engine = self.engine, None
         if engine is not None:
             engine.abandon()  # its files are set aside as they are
             start_from_checkpoint(engine.paths, checkpoint.seq, checkpoint.line, checkpoint.index)
-        self.trusted = None
-        self.engine = self.open_engine()
-        self.rpc = self._rpc(self.engine)
+        self.trusted = None  # the copy is opened again at the top of the loop
 
     # ---- requests --------------------------------------------------------------------------
     def _rpc(self, engine: Engine) -> RpcServer:
