@@ -137,6 +137,13 @@ class ChangeFeed:
         keys = [self.keys.lease, self.keys.committed]
         return bool(self._start(keys=keys, args=[self.owner, at.seq, at.crc]))
 
+    def mark_folder(self, folder: str) -> None:
+        """Say which folder the leader writes (store.replica.folder_id)."""
+        self.client.hset(self.keys.committed, "folder", folder)
+
+    def leader_folder(self) -> str | None:
+        return cast("str | None", self.client.hget(self.keys.committed, "folder"))
+
     @property
     def _fenced(self) -> list[str]:
         return [self.keys.lease, self.keys.committed, self.keys.feed]

@@ -20,6 +20,7 @@ from mnemod.files.change_log import ChangeLog, line_crc
 from mnemod.redisio.change_feed import ChangeFeed, FencedOut, Position
 from mnemod.runtime.catch_up import Standing, catch_up
 from mnemod.store.engine import Engine
+from mnemod.store.replica import folder_id
 
 log = structlog.get_logger("mnemod.feed")
 
@@ -52,6 +53,7 @@ class FeedPublisher:
         else:
             self.position = committed
         self.engine.commits.publish = self
+        self.feed.mark_folder(folder_id(self.engine.paths))
         published = self.feed.checkpoint_position()
         self.checkpoint_seq = published.seq if published is not None else -1
         if not self._checkpoint_usable():

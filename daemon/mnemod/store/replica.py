@@ -12,6 +12,7 @@ recovery. A folder that held anything is moved aside first, for a person to look
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,6 +28,21 @@ from mnemod.store.recovery import apply_record
 
 log = structlog.get_logger("mnemod.replica")
 ASIDE_FOLDER = ".diverged"  # under the data folder: not a namespace (names start alnum)
+FOLDER_ID = ".folder-id"
+
+
+def folder_id(paths: NamespacePaths) -> str:
+    """This namespace folder's id, made at its first use: how a daemon tells that the
+    leader writes the very folder it would follow into (two daemons on one data folder, on
+    one host or sharing a mount), which it cannot follow but stands by for."""
+    path = paths.root / FOLDER_ID
+    try:
+        return path.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        paths.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        made = uuid.uuid4().hex
+        atomic_write_bytes(path, made.encode())
+        return made
 
 
 def decode_lines(lines: Iterable[tuple[int, bytes]]) -> list[tuple[dict[str, Any], bytes]]:
