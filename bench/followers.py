@@ -7,7 +7,7 @@ One redis-server of its own; `mnemod run` processes on separate folders with
 - `lag`: `--adds` add events, one every `--add-ms`; for each, the time from its XADD to the
   record that applied it appearing in the leader's log (`leader_ms`) and in each follower's
   log (`follower_ms`), read by following the logs' newest segment every millisecond. A
-  follower looks at the feed every 100 ms while no request comes (runtime/follower.py), and
+  follower looks at the feed every 250 ms while no request comes (runtime/follower.py), and
   catches up before each answer.
 - `rpc`: `--askers` threads ask resolve over the rpc stream (XADD, then BLPOP) for
   `--seconds`, first with the leader alone, then with `--followers` followers caught up

@@ -222,3 +222,24 @@ def test_kill_9_of_the_leader_during_an_ingest_with_two_followers_loses_nothing(
     assert leader.wait_exit(timeout=60) == 0, leader.tail()
     print(f"kill -9 of the leader: {kills}, events: {len(model.events)}")
     check_against(model, leader.data_dir)
+
+
+def test_requests_a_frozen_follower_took_are_answered_by_another_daemon(
+    daemons: DaemonFactory, external: EmbeddedRedis
+) -> None:
+    leader_dir, copy_dir = daemons.data_dir("a"), daemons.data_dir("b")
+    leader = daemons.daemon(leader_dir, redis_url=external.url, env=LEASE).start()
+    leader.wait_log("daemon.running")
+    follower = daemons.daemon(copy_dir, redis_url=external.url, env=LEASE).start()
+    follower.wait_log("lease.standby")
+    client = daemons.client(external.url)
+    add_event(client, "The user's dog is called Biscuit and is a beagle", id="dog")
+    wait_until(lambda: ids(copy_dir) == {"dog"}, 15)
+    follower.signal(signal.SIGSTOP)  # its blocked read still takes requests, never answered
+    try:
+        answers = [resolve(client, "what is my dog called?", timeout=20) for _ in range(6)]
+    finally:
+        follower.signal(signal.SIGCONT)
+    assert all("Biscuit" in str(answer["text"]) for answer in answers)
+    summary = client.xpending(KEYS.rpc, "mnemod")
+    assert not summary or summary["pending"] == 0

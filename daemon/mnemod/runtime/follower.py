@@ -40,7 +40,7 @@ log = structlog.get_logger("mnemod.follower")
 HOUSEKEEPING_SECONDS = 1.0  # say how far it applied, claim stale requests, derive, checkpoint
 CLAIM_IDLE_MS = 5000  # a request delivered this long ago and not answered: its daemon died
 ACCESS_SECONDS = 2.0  # what answers selected is sent to the leader this often
-POLL_SECONDS = 0.1  # longest wait for a request between looks at the feed and the lease
+POLL_SECONDS = 0.25  # longest wait for a request between looks at the feed and the lease
 
 
 class Follower:
@@ -211,6 +211,8 @@ class Follower:
         self._housekept = time.monotonic()
         self.feed.register(self.owner, engine.commits.log.last_seq)
         claimed = self.stream.claim_stale_requests(self.consumer, CLAIM_IDLE_MS)
+        if claimed:
+            log.info("rpc.claimed", namespace=self.keys.namespace, requests=len(claimed))
         self._answer(engine, claimed)
         engine.commits.derive()
         self._collect(wait=False)

@@ -467,8 +467,10 @@ class NamespaceRunner:
     def _heartbeat(self, parts: Leading) -> None:
         engine, writer, hot = parts.engine, parts.writer, parts.hot
         self._recover_lost_data(parts)
-        if writer.stream.claim_stale_requests(CONSUMER, CLAIM_IDLE_MS):
-            writer.reread_pending()  # a follower died holding requests: answered here
+        claimed = writer.stream.claim_stale_requests(CONSUMER, CLAIM_IDLE_MS)
+        if claimed:  # a follower died holding requests: answered here
+            log.info("rpc.claimed", namespace=self.namespace, requests=len(claimed))
+            writer.reread_pending()
         pending = writer.pending_count()
         hot_items = hot.count()
         writer.record_job("heartbeat", {"pending": pending, "hot": hot_items})
