@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
@@ -74,8 +73,8 @@ class Follower:
         self.trusted: Position | None = None
         self._saver = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemod-checkpoint")
         self._checkpoint: Future[int] | None = None
-        self._housekept = 0.0
-        self._sent_at = time.monotonic()
+        self._housekept = -HOUSEKEEPING_SECONDS
+        self._sent_at = clock.monotonic()
         self.engine: Engine | None = None
         self.rpc: RpcServer | None = None
 
@@ -202,13 +201,13 @@ class Follower:
 
     # ---- between batches -------------------------------------------------------------------
     def _housekeeping(self, engine: Engine) -> None:
-        if time.monotonic() - self._sent_at >= ACCESS_SECONDS and self.rpc is not None:
-            self._sent_at = time.monotonic()
+        if self.clock.monotonic() - self._sent_at >= ACCESS_SECONDS and self.rpc is not None:
+            self._sent_at = self.clock.monotonic()
             self.rpc.seal()
             self.rpc.settle(None)
-        if time.monotonic() - self._housekept < HOUSEKEEPING_SECONDS:
+        if self.clock.monotonic() - self._housekept < HOUSEKEEPING_SECONDS:
             return
-        self._housekept = time.monotonic()
+        self._housekept = self.clock.monotonic()
         self.feed.register(self.owner, engine.commits.log.last_seq)
         claimed = self.stream.claim_stale_requests(self.consumer, CLAIM_IDLE_MS)
         if claimed:
