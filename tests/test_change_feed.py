@@ -209,3 +209,20 @@ def test_a_publish_whose_reply_was_lost_is_not_made_twice(
         with engine_at(tmp_path / "b", replica=True) as copy:
             assert catch_up(copy, feed) is Standing.CURRENT
             assert set(copy.entries) == {"one", "two", "three"}
+
+
+def test_a_leader_publishes_what_the_library_committed_while_no_daemon_ran(
+    tmp_path: Path, redis_client: RedisClient
+) -> None:
+    with leading(tmp_path / "a", redis_client) as leader:
+        add(leader, "the first memory", "one")
+    with engine_at(tmp_path / "a") as library:  # `mnemod add` with no daemon running
+        add(library, "added through the CLI", "two")
+        last = library.commits.log.last_seq
+    with leading(tmp_path / "a", redis_client) as leader:
+        committed = ChangeFeed(redis_client, KEYS, "x").committed()
+        assert committed is not None and committed.seq == last
+        with engine_at(tmp_path / "b", replica=True) as copy:
+            assert catch_up(copy, ChangeFeed(redis_client, KEYS, "x")) is Standing.CURRENT
+            assert set(copy.entries) == {"one", "two"}
+        assert set(leader.entries) == {"one", "two"}

@@ -23,6 +23,7 @@ from mnemod.store.engine import Engine
 from mnemod.store.replica import folder_id
 
 log = structlog.get_logger("mnemod.feed")
+TAIL_CHUNK = 500  # records per publish of a new leader's tail
 
 
 class FeedPublisher:
@@ -47,9 +48,15 @@ class FeedPublisher:
             self.feed.start(last)
             self.position = last
         elif standing is Standing.AHEAD:
-            tail = [line for _, line in self.log.lines_after(committed.seq)]
-            self.position = self.feed.publish(committed, tail)
-            log.info("feed.tail_published", records=len(tail), to_seq=self.position.seq)
+            self.position, count = committed, 0
+            tail: list[bytes] = []
+            for _, line in self.log.lines_after(committed.seq):
+                tail.append(line)
+                if len(tail) == TAIL_CHUNK:  # a bounded script, however long the tail
+                    self.position, count = self.feed.publish(self.position, tail), count + len(tail)
+                    tail = []
+            self.position = self.feed.publish(self.position, tail)
+            log.info("feed.tail_published", records=count + len(tail), to_seq=self.position.seq)
         else:
             self.position = committed
         self.engine.commits.publish = self
