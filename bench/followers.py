@@ -9,6 +9,7 @@ One redis-server of its own; `mnemod run` processes on separate folders with
   log (`follower_ms`), read by following the logs' newest segment every millisecond. A
   follower looks at the feed every 250 ms while no request comes (runtime/follower.py), and
   catches up before each answer.
+- `idle`: each daemon's share of a core over `--idle-seconds` with nothing to do.
 - `rpc`: `--askers` threads ask resolve over the rpc stream (XADD, then BLPOP) for
   `--seconds`, first with the leader alone, then with `--followers` followers caught up
   (Redis spreads the requests over the consumer group); latency p50/p99 and answers/s, and
@@ -161,6 +162,16 @@ def rpc(url: str, prompts: Sequence[str], askers: int, seconds: float) -> dict[s
     return {**speed.percentiles(samples), "per_second": round(len(samples) / seconds, 1)}
 
 
+def idle_cpu(pids: list[int], seconds: float) -> list[float]:
+    """Each process's share of a core (%) over `seconds` with nothing to do."""
+    before = [speed.cpu_seconds(pid) for pid in pids]
+    time.sleep(seconds)
+    return [
+        round(100 * (speed.cpu_seconds(p) - b) / seconds, 2)
+        for p, b in zip(pids, before, strict=True)
+    ]
+
+
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     turns, questions, label = speed.corpus(Path(args.data))
     prompts = random.Random(1).sample(questions, min(60, len(questions)))
@@ -173,7 +184,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             speed.build(leader_dir, args.entries, speed.memories(turns, random.Random(5)))
             client = connect(url, socket_timeout=30.0)
             with contextlib.ExitStack() as stack:
-                stack.enter_context(daemon(leader_dir, url))
+                procs = [stack.enter_context(daemon(leader_dir, url))]
                 deadline = time.monotonic() + 300
                 while client.hget(f"{KEYS_BASE}:status", "state") != "running":
                     if time.monotonic() > deadline:
@@ -185,9 +196,10 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 started = time.perf_counter()
                 for folder in folders:
                     folder.mkdir()
-                    stack.enter_context(daemon(folder, url))
+                    procs.append(stack.enter_context(daemon(folder, url)))
                 wait_caught_up(client, args.followers)
                 caught_up_s = time.perf_counter() - started
+                idle = idle_cpu([p.pid for p in procs], args.idle_seconds)
                 spread = rpc(url, prompts, args.askers, args.seconds)
                 tails = [LogTail(leader_dir)] + [LogTail(f) for f in folders]
                 lags = lag(url, tails, args.adds, args.add_ms)
@@ -205,6 +217,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         "followers": args.followers,
         "askers": args.askers,
         "start_from_checkpoint_s": round(caught_up_s, 2),
+        "idle_cpu_percent": {"leader": idle[0], "followers": idle[1:]},
         "rpc_leader_alone": alone,
         "rpc_spread": spread,
         "spread_over_alone": ratio,
@@ -221,11 +234,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--adds", type=int, default=200)
     parser.add_argument("--add-ms", type=float, default=20.0)
+    parser.add_argument("--idle-seconds", type=float, default=10.0)
     parser.add_argument("--out", default="bench/results/followers.json")
     args = parser.parse_args(argv)
     result = measure(args)
     print(f"corpus: {result['corpus']}, {args.entries} entries, {args.followers} followers")
     print(f"followers started from the checkpoint in {result['start_from_checkpoint_s']} s")
+    idle = result["idle_cpu_percent"]
+    print(f"idle: leader {idle['leader']} % of a core, followers {idle['followers']} %")
     print(f"{'rpc (' + str(args.askers) + ' askers)':<24}{'p50 ms':>9}{'p99 ms':>9}{'per s':>9}")
     for label in ("rpc_leader_alone", "rpc_spread"):
         row = result[label]
