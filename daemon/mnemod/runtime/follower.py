@@ -113,7 +113,9 @@ class Follower:
     def _catch_up(self, engine: Engine) -> Standing:
         before = engine.commits.log.last_seq
         standing = catch_up(engine, self.feed, self.trusted)
-        self.trusted = position(engine)
+        # nothing committed in Redis (it lost its data): the next leader's history must be
+        # checked against this copy again, not taken on trust
+        self.trusted = None if standing is Standing.UNPUBLISHED else position(engine)
         if engine.commits.log.last_seq != before:
             log.debug("follow.applied", to_seq=engine.commits.log.last_seq, from_seq=before)
         return standing
