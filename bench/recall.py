@@ -17,8 +17,10 @@ on the domain Resolver with accesses recorded (`default`, as `feedback` with `--
 resolver`; through the store, dedup folds some turns, so its figures differ a little):
 each line against `default` shows what that technique earns.
 
-Printed for each system and budget: the mean recall, by question category, and by
-conversation (a sanity check that a gain is not one conversation's); the JSON holds the same.
+Printed for each system and budget: the mean recall, by question category, by
+conversation (a sanity check that a gain is not one conversation's) and by split (`held`:
+the questions whose id hashes into the last 3 of 10 buckets, which no setting was chosen
+on; `tuned`: the rest); the JSON holds the same.
 
     python bench/recall.py [--data PATH] [--out bench/results/recall.json] [--backend store]
         [--ablate]
@@ -31,6 +33,7 @@ import json
 import sys
 import tempfile
 import time
+import zlib
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -59,12 +62,14 @@ PLAIN_BM25 = RankingSettings(
     query_stopwords=False,
     when_weight=0.0,
     date_weight=0.0,
+    speaker_weight=0.0,
 )
 DEFAULT = RankingSettings()
 # the default ranking with one technique off: what each earns
 ABLATIONS = {
     "-when": replace(DEFAULT, when_weight=0.0),
     "-dates": replace(DEFAULT, date_weight=0.0),
+    "-persons": replace(DEFAULT, speaker_weight=0.0),
     "-neighbours": replace(DEFAULT, neighbour_weight=0.0),
     "-folding": replace(DEFAULT, fold_suffixes=False),
 }
@@ -228,8 +233,14 @@ def summarize(per_question: dict[int, list[tuple[Question, float]]]) -> dict[str
             "n": len(rows),
             "by_category": _grouped(rows, lambda q: q.category),
             "by_conversation": _grouped(rows, lambda q: q.conv),
+            "by_split": _grouped(rows, split),
         }
     return table
+
+
+def split(question: Question) -> str:
+    """ "held" for the questions no setting was chosen on (3 of 10 hash buckets), else "tuned"."""
+    return "held" if zlib.crc32(question.id.encode()) % 10 >= 7 else "tuned"
 
 
 def _grouped(rows: list[tuple[Question, float]], group: Any) -> dict[str, float]:
@@ -249,14 +260,16 @@ def report(results: dict[str, Any], questions: dict[str, list[Question]]) -> str
     first = results[next(iter(results))][str(BUDGETS[0])]
     categories = list(first["by_category"])
     convs = list(first["by_conversation"])
+    splits = list(first["by_split"])
     counts: dict[str, int] = defaultdict(int)
     for qs in questions.values():
         for q in qs:
             counts[q.category] += 1
             counts[q.conv] += 1
-    widths = [max(len(k), 6) for k in (*categories, *convs)]
-    names = "".join(f"  {k:>{w}}" for k, w in zip((*categories, *convs), widths, strict=True))
-    labels = (*categories, *convs)
+            counts[split(q)] += 1
+    labels = (*categories, *convs, *splits)
+    widths = [max(len(k), 6) for k in labels]
+    names = "".join(f"  {k:>{w}}" for k, w in zip(labels, widths, strict=True))
     sizes = "".join(f"  {'n=' + str(counts[k]):>{w}}" for k, w in zip(labels, widths, strict=True))
     lines = [
         f"mean recall of gold turns ({sum(len(q) for q in questions.values())} questions)",
@@ -266,7 +279,11 @@ def report(results: dict[str, Any], questions: dict[str, list[Question]]) -> str
     for name, table in results.items():
         for budget in BUDGETS:
             row = table[str(budget)]
-            values = [*row["by_category"].values(), *row["by_conversation"].values()]
+            values = [
+                *row["by_category"].values(),
+                *row["by_conversation"].values(),
+                *row["by_split"].values(),
+            ]
             cells = "".join(f"  {v:>{w}.3f}" for v, w in zip(values, widths, strict=True))
             lines.append(f"{name:<12}{budget:>7}{row['recall']:>7.3f}{cells}")
     return "\n".join(lines)

@@ -12,15 +12,18 @@ from mnemod.config import DedupConfig
 from mnemod.domain.dedup import (
     OPTIONAL_TECHNIQUES,
     TECHNIQUES,
+    WORDING_CENTRE,
     PairWeights,
     Side,
     compare,
     jaccard_floor,
     merge_groups,
+    wording,
 )
 from mnemod.domain.keywords import extract_keywords, jaccard
 from mnemod.domain.merge import decide_merge, merge_into
 from mnemod.domain.model import Entry
+from mnemod.tokens import token_counter
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 JACCARD_ONLY = frozenset[str]()  # no weights, no balance, no guards: the plain set rule
@@ -193,3 +196,76 @@ def test_every_merge_reaches_the_jaccard_floor(
     verdict = compare(a, b, config, PairWeights(lambda w: len(w) % 3, others), used)
     if verdict.merges:
         assert jaccard(a.words, b.words) >= jaccard_floor(config) - 1e-9
+
+
+COUNT = token_counter("cl100k_base").count
+
+
+def side(text: str) -> Side:
+    return Side(frozenset(extract_keywords(text)), text, COUNT(text))
+
+
+def test_a_sentence_copied_with_a_clause_added_is_another_memory() -> None:
+    """The keywords and lengths alone pass these; the wording (the first words copied word
+    for word, then a clause with more to say) refuses them."""
+    night = "The deploy pipeline runs the integration tests against the staging cluster every night"
+    monday = "The council approved the new budget for the city schools on Monday"
+    for text, more in [
+        (f"{night}.", f"{night} and pages the on-call engineer."),
+        (f"{monday}.", f"{monday}, and the mayor vetoed it."),
+    ]:
+        a, b = side(text), side(more)
+        assert compare(a, b, DedupConfig(), techniques=TECHNIQUES - {"wording"}).merges
+        assert wording(a, b) < 0
+        assert compare(a, b, DedupConfig()).refused_by == "score"
+
+
+def test_a_reworded_sentence_keeps_its_score() -> None:
+    """The same words inflected and reordered ("meeting"/"meetings", "moved"/"were
+    moved by") are a paraphrase: no wording penalty."""
+    a = side("The team moved the weekly planning meeting to Thursday mornings at the main office.")
+    b = side(
+        "The weekly planning meetings were moved by the team to Thursday morning in the main"
+        " office."
+    )
+    assert wording(a, b) == 0.0
+    assert compare(a, b, DedupConfig()).merges
+
+
+def test_short_texts_are_judged_without_their_wording() -> None:
+    """A few words have no phrasing to read: the term is 0 and the rule is the keyword one."""
+    a, b = side("User likes TypeScript"), side("User likes TypeScript a lot")
+    assert wording(a, b) == 0.0
+    assert compare(a, b, DedupConfig()).merges
+
+
+VOCABULARY = ["the", "a", "of", "to", "plan", "plans", "planned", "cat", "cats", "dog", "ran"]
+TEXTS = st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=12).map(" ".join)
+
+
+@given(TEXTS, TEXTS, st.integers(0, 30), st.integers(0, 30), st.floats(0.05, 1.0))
+def test_the_wording_only_lowers_the_score(
+    a_text: str, b_text: str, a_length: int, b_length: int, threshold: float
+) -> None:
+    """What `Lookup.similar` relies on to skip candidates of far other lengths: the score
+    is at most the length balance, so a pair whose balance is below the threshold never
+    merges; the wording penalty stays in its bounds."""
+    a = Side(frozenset(extract_keywords(a_text)), a_text, a_length)
+    b = Side(frozenset(extract_keywords(b_text)), b_text, b_length)
+    config = DedupConfig(threshold=threshold, floor=0.05)
+    assert -WORDING_CENTRE - 0.5 - 1e-9 <= wording(a, b) <= 0.0
+    longer = max(a_length, b_length)
+    balance = min(a_length, b_length) / longer if longer else 1.0
+    verdict = compare(a, b, config, PairWeights(lambda w: len(w) % 3, 20))
+    assert verdict.score <= balance + 1e-9 or not verdict.merges
+    if verdict.merges:
+        assert balance >= threshold - 1e-9
+
+
+def test_unspaced_near_duplicates_still_merge() -> None:
+    """A CJK run is one "word" to the word pattern: the wording reads its character pairs,
+    so a long near-duplicate in Chinese is not refused for its phrasing."""
+    a = side("使用者喜歡喝烏龍茶，每天早上都會泡一壺")
+    b = side("使用者很喜歡喝烏龍茶，每天早上都會泡一壺")
+    assert a.length >= 15  # long enough for the wording to count fully
+    assert compare(a, b, DedupConfig()).merges

@@ -220,17 +220,21 @@ _GUARD_SAYS = {
 
 def _dedupe_line(row: dict[str, Any]) -> str:
     refused = row["refused_by"]
+    # the wording penalty within the score, when there is one
+    score = f"score {row['score']:.3f}"
+    if row.get("wording"):
+        score += f" (wording {row['wording']:+.3f})"
     if refused == "floor":
         why = f"jaccard {row['jaccard']:.3f} < floor {row['floor']:.2f}"
     elif refused == "score":
-        why = f"score {row['score']:.3f} < threshold {row['threshold']:.2f}"
+        why = f"{score} < threshold {row['threshold']:.2f}"
     elif refused is not None:
         guard = _GUARD_SAYS.get(refused, refused)
-        why = f"score {row['score']:.3f} ≥ {row['threshold']:.2f}, refused: {guard}"
+        why = f"{score} ≥ {row['threshold']:.2f}, refused: {guard}"
     else:
         merge = row["merge"]
         conflicts = f" ({', '.join(merge['conflicts'])})" if merge["conflicts"] else ""
-        why = f"score {row['score']:.3f} ≥ {row['threshold']:.2f}: {merge['kind']}{conflicts}"
+        why = f"{score} ≥ {row['threshold']:.2f}: {merge['kind']}{conflicts}"
     verdict = "merge" if row["would_merge"] else "keep"
     return (
         f"{verdict:<5} {row['a']} ~ {row['b']}  jaccard {row['jaccard']:.3f}; {why}\n"

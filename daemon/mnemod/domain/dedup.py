@@ -5,7 +5,17 @@ Two entries of the same type are one memory when (docs/design.md §1, "Dedup"):
    that candidates can be found with a prefix filter over the rarest words;
 2. their score reaches the threshold: the keyword Jaccard with rare words weighing more
    (IDF over the rest of the store), times the balance of their lengths (a text that says
-   much more than the other is another memory, not the same one in other words);
+   much more than the other is another memory, not the same one in other words), less
+   the wording penalty (`wording`). Half of the overlap of their words cut to four letters
+   (stopwords too) less the overlap of their pairs of consecutive keywords, capped at
+   `WORDING_CAP`, is what their wording shares beyond copied runs: the same words
+   inflected ("planned"/"plans") and the same phrasing, a paraphrase's mark. Runs copied
+   word for word beside a reworded rest mark one sentence with a clause added or cut,
+   which says something else: the penalty is how far that term falls short of
+   `WORDING_CENTRE` (about what a paraphrase reaches). It only ever lowers the score, so
+   the candidates' bounds stay those of the score without it. A few words have no
+   phrasing to read: it counts fully from `WORDING_TOKENS[1]` tokens (the shorter text),
+   not at all up to `WORDING_TOKENS[0]`;
 3. no guard refuses: one text negates and the other does not.
 Each step only refuses more than the one before, so every merge passes the floor.
 
@@ -31,9 +41,13 @@ from mnemod.domain.model import Entry
 
 # What decides a merge by default; the others are measured (bench/dedup.py) and left out
 # because they refused more true duplicates than false ones.
-TECHNIQUES = frozenset({"idf", "balance", "negation"})
+TECHNIQUES = frozenset({"idf", "balance", "wording", "negation"})
 OPTIONAL_TECHNIQUES = frozenset({"containment", "numbers", "days", "names"})
 GUARDS = ("negation", "numbers", "days", "names")
+# the wording term (see the module doc and `wording`)
+WORDING_CAP = 0.2
+WORDING_CENTRE = 0.1
+WORDING_TOKENS = (5, 15)  # the shorter text's length at which it starts and fully counts
 
 
 @dataclass(frozen=True)
@@ -41,6 +55,18 @@ class Candidate:
     a: str
     b: str
     score: float  # keyword Jaccard
+
+
+def wording(a: Side, b: Side) -> float:
+    """The wording penalty of the score (see the module doc), in [-WORDING_CENTRE - 1/2,
+    0]; 0 when the shorter text is too short to read it."""
+    start, full = WORDING_TOKENS
+    share = min(1.0, (min(a.length, b.length) - start) / (full - start))
+    if share <= 0:
+        return 0.0
+    left, right = cues.shingles(a.text), cues.shingles(b.text)
+    term = cues.overlap(left.prefixes, right.prefixes) - cues.overlap(left.pairs, right.pairs)
+    return min(0.0, share * (min(WORDING_CAP, term / 2) - WORDING_CENTRE))
 
 
 def jaccard_floor(config: DedupConfig) -> float:
@@ -71,6 +97,7 @@ class Similarity(NamedTuple):
     floor: float
     threshold: float
     refused_by: str | None
+    wording: float = 0.0  # the wording penalty within `score` (0 when it was not read)
 
     @property
     def merges(self) -> bool:
@@ -84,6 +111,7 @@ class Similarity(NamedTuple):
             "threshold": self.threshold,
             "merges": self.merges,
             "refused_by": self.refused_by,
+            "wording": round(self.wording, 3),
         }
 
 
@@ -156,8 +184,10 @@ def compare(
     union = len(a.words) + len(b.words) - len(shared)
     plain = len(shared) / union if union else 0.0
 
+    term = 0.0
+
     def verdict(score: float, refused_by: str | None) -> Similarity:
-        return Similarity(plain, score, floor, threshold, refused_by)
+        return Similarity(plain, score, floor, threshold, refused_by, term)
 
     if plain < floor - 1e-9 or not union:
         return verdict(plain, "floor")
@@ -170,6 +200,11 @@ def compare(
     contained = "containment" in techniques and (a.words <= b.words or b.words <= a.words)
     if score < threshold - 1e-9 and not contained:
         return verdict(score, "score")
+    if "wording" in techniques:  # read only for what would merge without it
+        term = wording(a, b)
+        score += term
+        if score < threshold - 1e-9 and not contained:
+            return verdict(score, "score")
     for guard in GUARDS:
         if guard in techniques and _differ(guard, a.text, b.text):
             return verdict(score, guard)

@@ -237,6 +237,11 @@ def stem(word: str) -> str:
     return word
 
 
+def unspaced(text: str) -> bool:
+    """Whether the text holds characters of a script written without spaces (CJK)."""
+    return _CJK_CHAR.search(text) is not None
+
+
 def terms(text: str) -> list[str]:
     """Every content term of `text` in order, duplicates kept (for term frequencies)."""
     normalized = unicodedata.normalize("NFC", text).casefold().replace("’", "'")

@@ -7,7 +7,12 @@ Measured on LoCoMo (bench/recall.py; recall at 200/500/1000/2000 tokens): plain 
 .49/.60/.68/.74; + suffix folding .52/.64/.72/.78; + neighbours (±2 turns within 15 min)
 .62/.78/.85/.91; + time cues (domain/time_cues.py: a "when" question favours memories that
 say when, × 1.3; a named period favours the memories from it, × 1.5) .63/.78/.85/.91,
-temporal questions at 200 tokens .79 → .84, no category lower at any budget. Packing by
+temporal questions at 200 tokens .79 → .84, no category lower at any budget; + person cues
+(domain/person_cues.py: a question after several things about someone named favours the
+memories attributed to them, × 1.4) .64/.80/.86/.91, multi-hop .55 → .58 at 1,000 tokens,
+no category or conversation lower at any budget (a cue for every question naming someone
+lifted multi-hop more but lost adversarial questions, which credit one person with what
+the other said). Packing by
 score per token instead of score order lost .22 at 200 tokens: BM25 already normalises
 for length, and short turns are cheap but rarely the answer — so the default packs in
 score order (`density_exponent` = 0), skipping what does not fit.
@@ -83,6 +88,8 @@ class RankingSettings:
     when_weight: float = 0.3  # a "when" question and a memory that says when: × (1 + this)
     date_weight: float = 0.5  # a memory from a period the prompt names: × (1 + this)
     date_slack_days: float = 7.0  # … or this soon after it (events are told after they happen)
+    # person cues (domain/person_cues.py): a question after several things about someone
+    speaker_weight: float = 0.4  # … and a memory attributed to them: × (1 + this)
 
 
 @functools.lru_cache(maxsize=WORDS_CACHED)

@@ -7,9 +7,9 @@ Selection order:
 2. warm — items whose trigger (a google-re2 regex, linear time, case-insensitive) matches
    the prompt; a pattern that does not compile is skipped, never fatal;
 3. cold — everything else that matches the prompt, scored by BM25 with mild importance and
-   frecency priors and the prompt's time cues (see `ranking`, `cues`), packed greedily in
-   score order (skipping what does not fit; score per token is a setting, and measured
-   worse).
+   frecency priors and the prompt's time and person cues (see `ranking`, `time_cues`,
+   `person_cues`), packed greedily in score order (skipping what does not fit; score per
+   token is a setting, and measured worse).
 
 Only a bounded pool is ranked: the BM25 top-k of the cold items (k = `pool_size(budget)`,
 at least `pool_floor`, more for large budgets), found by `Bm25Index.top_k` without scoring
@@ -50,6 +50,7 @@ from mnemod.domain.candidates import (
     Candidate,
 )
 from mnemod.domain.framing import FrameCosts, Tally, render, total_tokens
+from mnemod.domain.person_cues import persons, speaker
 from mnemod.domain.ranking import (
     RankingSettings,
     analyze,
@@ -261,7 +262,7 @@ class Resolver:
             warm_found,
             key=lambda c: (-c.importance, -fixed.get(c.id, 0.0), c.created_at, c.id),
         )
-        cue, most = self._time_cue(prompt, now)  # the cues' factors (1 for none)
+        cue, most = self._cues(prompt, now)  # the cues' factors (1 for none)
         packed: _Packed
         size = self.pool_size(budget) if pool is None else pool
         while True:
@@ -284,33 +285,40 @@ class Resolver:
             size *= 4  # the pool ran low before the budget did: rank a wider one
         return self._finish(packed, budget, trace, beyond, found.complete)
 
-    def _time_cue(
+    def _cues(
         self, prompt: str, now: datetime
     ) -> tuple[Callable[[Candidate], float] | None, float]:
-        """A cold candidate's factor from the prompt's time cues (domain/time_cues.py): × (1 +
-        `when_weight`) for a memory that says when, if the prompt asks when; × (1 +
+        """A cold candidate's factor from the prompt's cues. Time (domain/time_cues.py): × (1
+        + `when_weight`) for a memory that says when, if the prompt asks when; × (1 +
         `date_weight`) for one created in a period the prompt names (or within
-        `date_slack_days` after it). None when the prompt has neither cue; with it, the
-        largest factor it gives."""
+        `date_slack_days` after it). Persons (domain/person_cues.py): × (1 +
+        `speaker_weight`) for a memory attributed to someone the prompt names, if it asks
+        for several things. None when the prompt has no cue; with one, the largest factor
+        the cues give."""
         settings = self.settings
         when = settings.when_weight > 0 and asks_when(prompt)
         spans: list[tuple[datetime, datetime]] = []
         if settings.date_weight > 0:
             slack = timedelta(days=settings.date_slack_days)
             spans = [(start, end + slack) for start, end in date_spans(prompt, now)]
-        if not when and not spans:
+        people = persons(prompt) if settings.speaker_weight > 0 else frozenset()
+        if not when and not spans and not people:
             return None, 1.0
         when_factor = 1.0 + settings.when_weight if when else 1.0
         date_factor = 1.0 + settings.date_weight
+        person_factor = 1.0 + settings.speaker_weight
         told = self._tells_when
 
         def factor(candidate: Candidate) -> float:
             value = when_factor if when and told(candidate) else 1.0
             if spans and any(a <= candidate.created_at < b for a, b in spans):
                 value *= date_factor
+            if people and speaker(candidate.content) in people:
+                value *= person_factor
             return value
 
-        return factor, when_factor * (date_factor if spans else 1.0)
+        most = when_factor * (date_factor if spans else 1.0) * (person_factor if people else 1.0)
+        return factor, most
 
     def _tells_when(self, candidate: Candidate) -> bool:
         """cues.tells_when of the candidate's content, kept until the content changes."""
@@ -322,7 +330,7 @@ class Resolver:
     def _beyond_floor(self, found: TopK, floor: float, most: float = 1.0) -> bool:
         """True when nothing outside the pool can reach the relevance floor: such a document
         has at most the k-th BM25, neighbours outside the pool add at most
-        `neighbour_weight` × that, and the prompt's time cues multiply it by at most `most`
+        `neighbour_weight` × that, and the prompt's cues multiply it by at most `most`
         (a wider pool would only rank what packing must leave)."""
         kth = min(found.scores.values(), default=0.0)
         return (1.0 + self.settings.neighbour_weight) * kth * most < floor
@@ -345,7 +353,7 @@ class Resolver:
         only reorders the tail, far below what fits the budget. With every match in `found`
         (`complete`) this is the exact ranking.
 
-        `cue` (see `_time_cue`) multiplies each candidate's score.
+        `cue` (see `_cues`) multiplies each candidate's score.
 
         Each row is (packing key, id, score, BM25, matched); the rows sort in packing order
         (the key is the negated score per cost**density_exponent, ties by id).

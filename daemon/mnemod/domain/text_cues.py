@@ -1,5 +1,5 @@
 """What a text says that a keyword set hides: its numbers, its days and months, whether it
-negates, and its names.
+negates, its names, and how it is worded (its shingles).
 
 Dedup reads them as guards (two texts that disagree here are not one memory) and a merge
 reads them as contradictions ("Tuesdays" then "Thursdays": the older is superseded, not
@@ -12,10 +12,16 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
+from itertools import pairwise
+from operator import itemgetter
+from typing import NamedTuple
 
+from mnemod.domain.keywords import term_of, terms, unspaced
 from mnemod.domain.time_cues import MONTHS, WEEKDAYS
 
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*", re.UNICODE)
+PREFIX = 4  # letters of a word that stand for it in `shingles`
+_HEAD = itemgetter(slice(None, PREFIX))
 _NUMBER = re.compile(r"\d+(?:[.,:/]\d+)*")
 
 NEGATIONS = frozenset(
@@ -103,3 +109,31 @@ def replaced(older: frozenset[str], newer: frozenset[str]) -> bool:
     """A value was replaced: each side holds one the other lacks ("10:00" then "11:00").
     One side only adding a value is more detail, not a contradiction."""
     return bool(older - newer) and bool(newer - older)
+
+
+class Shingles(NamedTuple):
+    """How a text is worded: the first `PREFIX` letters of each of its words (stopwords
+    too, casefolded: "planned" meets "plans", and the little words of a phrasing count),
+    and the pairs of its consecutive keywords (what it copies word for word, in order)."""
+
+    prefixes: frozenset[str]
+    pairs: frozenset[tuple[str, str]]
+
+
+@functools.lru_cache(maxsize=512)
+def shingles(text: str) -> Shingles:
+    """Cached as `negated` is (on add, the new text meets each candidate), but fewer: a
+    text's shingles take some 3 kB."""
+    found = words(text)
+    if unspaced(text):  # a run of CJK is one "word": its character pairs stand for it
+        kept = terms(text)
+        return Shingles(frozenset(kept), frozenset(pairwise(kept)))
+    kept = list(filter(None, map(term_of, found)))
+    return Shingles(frozenset(map(_HEAD, found)), frozenset(pairwise(kept)))
+
+
+def overlap(a: frozenset[object], b: frozenset[object]) -> float:
+    """Jaccard of two sets; 0 for two empty ones."""
+    shared = len(a & b)
+    union = len(a) + len(b) - shared
+    return shared / union if union else 0.0
