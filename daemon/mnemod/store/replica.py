@@ -12,6 +12,7 @@ recovery. A folder that held anything is moved aside first, for a person to look
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 from collections.abc import Iterable
 from datetime import UTC, datetime
@@ -102,36 +103,38 @@ def _ids(record: dict[str, Any]) -> tuple[list[str], list[str]]:
     return changed, accessed
 
 
-def holds_anything(paths: NamespacePaths) -> bool:
-    """Whether the folder holds a namespace's files (not only the empty folders a first
-    open makes)."""
-    if paths.index.exists() or paths.history.exists() or paths.archive.exists():
-        return True
-    if paths.log_dir.is_dir() and any(paths.log_dir.glob("*.jsonl")):
-        return True
-    return paths.l2_dir.is_dir() and any(paths.l2_dir.glob("*.md"))
+def _holds_anything(root: Path) -> bool:
+    """Files in the folder besides what a first open makes (its lock, its id): a copy, or
+    anything a person may want, is set aside rather than removed."""
+    return any(p.is_file() and p.name not in (".lock", FOLDER_ID) for p in root.rglob("*"))
 
 
 def start_from_checkpoint(
     paths: NamespacePaths, seq: int, line: bytes, index: bytes
 ) -> Path | None:
     """Make this folder the checkpoint of `seq` (index.json, and `line`, its last record, as
-    the log's first). The folder must not be open. A folder holding anything is moved aside
-    first; returns where to (None: it held nothing)."""
-    aside = None
-    if holds_anything(paths):
-        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
-        aside = paths.data_dir / ASIDE_FOLDER / f"{paths.namespace}-{stamp}"
-        aside.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        os.replace(paths.root, aside)
-        fsync_dir(paths.data_dir)
-        log.warning("replica.folder_set_aside", namespace=paths.namespace, aside=str(aside))
-    for folder in (paths.root, paths.l3_dir, paths.log_dir, paths.l2_dir):
+    the log's first). The folder must not be open. The copy is made beside it and renamed
+    into place, so that a crash leaves the old folder or the whole new one, never a log
+    without its checkpoint; a folder holding anything is moved aside first. Returns where
+    to (None: it held nothing)."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+    aside_root = paths.data_dir / ASIDE_FOLDER
+    aside_root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fresh = NamespacePaths(aside_root, f"{paths.namespace}-{stamp}.partial")
+    for folder in (fresh.root, fresh.l3_dir, fresh.log_dir, fresh.l2_dir):
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    for old in paths.log_dir.glob("*.jsonl"):
-        old.unlink()  # an empty folder's (holds_anything): none, but never two histories
+    atomic_write_bytes(fresh.index, index)
     if line:
-        atomic_write_bytes(paths.log_dir / f"{seq:012d}.jsonl", line)
-    atomic_write_bytes(paths.index, index)
+        atomic_write_bytes(fresh.log_dir / f"{seq:012d}.jsonl", line)
+    aside = None
+    if paths.root.exists():
+        if _holds_anything(paths.root):
+            aside = aside_root / f"{paths.namespace}-{stamp}"
+            os.replace(paths.root, aside)
+            log.warning("replica.folder_set_aside", namespace=paths.namespace, aside=str(aside))
+        else:
+            shutil.rmtree(paths.root)  # the empty folders (and id) a first open made
+    os.replace(fresh.root, paths.root)
+    fsync_dir(paths.data_dir)
     log.info("replica.started_from_checkpoint", namespace=paths.namespace, seq=seq)
     return aside
