@@ -243,3 +243,24 @@ def test_requests_a_frozen_follower_took_are_answered_by_another_daemon(
     assert all("Biscuit" in str(answer["text"]) for answer in answers)
     summary = client.xpending(KEYS.rpc, "mnemod")
     assert not summary or summary["pending"] == 0
+
+
+def test_a_leader_stopped_cleanly_hands_over_to_its_follower_with_every_memory(
+    daemons: DaemonFactory, external: EmbeddedRedis
+) -> None:
+    rng = random.Random(8)
+    leader_dir, copy_dir = daemons.data_dir("a"), daemons.data_dir("b")
+    leader = daemons.daemon(leader_dir, redis_url=external.url, env=LEASE).start()
+    leader.wait_log("daemon.running")
+    follower = daemons.daemon(copy_dir, redis_url=external.url, env=LEASE).start()
+    follower.wait_log("lease.standby")
+    client = daemons.client(external.url)
+    expected = {f"s{n:02d}" for n in range(40)}
+    for entry_id in sorted(expected):
+        add_event(client, distinct_content(rng), id=entry_id)
+    leader.signal(signal.SIGTERM)  # it commits (publishes) its batch; the rest waits
+    assert leader.wait_exit() == 0
+    follower.wait_log("daemon.running")
+    wait_until(lambda: settled(client) and ids(copy_dir) == expected, 15)
+    assert ids(leader_dir) <= expected
+    assert int(client.zcard(KEYS.hot)) == len(expected)
