@@ -28,7 +28,7 @@ from mnemod.config import Config, parse_schedule
 from mnemod.errors import LockedError, MnemodError
 from mnemod.processes import describe_owner, owner_is_gone
 from mnemod.redisio.change_feed import ChangeFeed, FencedOut
-from mnemod.redisio.connection import OUTAGE_ERRORS, Backoff, describe
+from mnemod.redisio.connection import OUTAGE_ERRORS, REDIS_FAILURES, Backoff, describe
 from mnemod.redisio.keys import Keys
 from mnemod.redisio.lease import Lease
 from mnemod.redisio.presence import Presence
@@ -307,7 +307,7 @@ class NamespaceRunner:
     def _say_ready(self, ready: bool | None = None) -> None:
         """Stand by for the namespace in `standby` while under this daemon's share (a leader
         over its share hands it over then), not otherwise."""
-        with contextlib.suppress(*REDIS_ERRORS):
+        with contextlib.suppress(*REDIS_FAILURES):  # advisory: a refusal costs a hand-over
             if self.host.leadership.willing if ready is None else ready:
                 self.standby.here(self.host.owner)
             else:
@@ -319,7 +319,10 @@ class NamespaceRunner:
         leadership, owner = self.host.leadership, self.host.owner
         if not leadership.over_share:
             return False
-        others = [member for member in self.standby.present() if member != owner]
+        try:
+            others = [member for member in self.standby.present() if member != owner]
+        except REDIS_FAILURES:
+            return False
         if not others or not leadership.hand_off(self.namespace):
             return False
         log.info("lease.handing_over", namespace=self.namespace, standing_by=len(others))
