@@ -14,6 +14,7 @@ import socket
 import subprocess
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self, cast
 
@@ -46,13 +47,60 @@ def free_port(bus: bool = False) -> int:
         return port
 
 
+@dataclass(frozen=True)
+class TlsFiles:
+    """A CA and the certificates it signed: the servers' (for 127.0.0.1, also shown to
+    each other on the cluster bus) and the clients'."""
+
+    ca: Path
+    cert: Path
+    key: Path
+    server_cert: Path
+    server_key: Path
+
+    def server_config(self, port: int) -> list[str]:
+        """TLS only, on `port`; the cluster bus and replication too."""
+        return [
+            "port 0",
+            f"tls-port {port}",
+            f"tls-cert-file {self.server_cert}",
+            f"tls-key-file {self.server_key}",
+            f"tls-ca-cert-file {self.ca}",
+            "tls-auth-clients yes",
+            "tls-cluster yes",
+            "tls-replication yes",
+        ]
+
+    def client_options(self) -> dict[str, Any]:
+        return {
+            "ssl": True,
+            "ssl_ca_certs": str(self.ca),
+            "ssl_certfile": str(self.cert),
+            "ssl_keyfile": str(self.key),
+        }
+
+    def cli_args(self) -> list[str]:
+        return ["--tls", "--cacert", str(self.ca), "--cert", str(self.cert), "--key", str(self.key)]
+
+    def query(self) -> str:
+        return f"ssl_ca_certs={self.ca}&ssl_certfile={self.cert}&ssl_keyfile={self.key}"
+
+
 class Server:
     """One redis-server (or redis-sentinel) process on a loopback port."""
 
-    def __init__(self, folder: Path, port: int, config: list[str], sentinel: bool = False):
+    def __init__(
+        self,
+        folder: Path,
+        port: int,
+        config: list[str],
+        sentinel: bool = False,
+        tls: TlsFiles | None = None,
+    ):
         self.folder = folder
         self.port = port
         self.config = config
+        self.tls = tls
         folder.mkdir(parents=True, exist_ok=True)
         lines = [
             f"port {port}",
@@ -61,6 +109,7 @@ class Server:
             "save ''",
             f"logfile {folder / 'redis.log'}",
             *config,
+            *(tls.server_config(port) if tls else []),
         ]
         self.conffile = folder / ("sentinel.conf" if sentinel else "redis.conf")
         if not self.conffile.exists():  # a restart keeps what a sentinel wrote there
@@ -71,9 +120,17 @@ class Server:
         )
         # Any: the CLUSTER, SENTINEL and ROLE commands go through untyped execute_command
         self.client: Any = redis.Redis(
-            host="127.0.0.1", port=port, decode_responses=True, socket_timeout=5
+            host="127.0.0.1",
+            port=port,
+            decode_responses=True,
+            socket_timeout=5,
+            **(tls.client_options() if tls else {}),
         )
-        wait_until(self._answers, timeout=20)
+        try:
+            wait_until(self._answers, timeout=20)
+        except BaseException:
+            self.stop()
+            raise
 
     @property
     def address(self) -> str:
@@ -120,8 +177,8 @@ class Topology:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def start(self, folder: Path, port: int, config: list[str], sentinel: bool = False) -> Server:
-        server = Server(folder, port, config, sentinel)
+    def start(self, server: Server) -> Server:
+        """`server`, stopped with the others."""
         self.started.append(server)
         return server
 
@@ -139,14 +196,16 @@ class Topology:
 
 
 class LocalCluster(Topology):
-    """`masters` masters with a replica each, all slots assigned."""
+    """`masters` masters with a replica each, all slots assigned; with `tls`, spoken to
+    (and among themselves) with TLS only."""
 
-    def __init__(self, root: Path, masters: int = 3) -> None:
+    def __init__(self, root: Path, masters: int = 3, tls: TlsFiles | None = None) -> None:
         super().__init__()
+        self.tls = tls
         with self.setting_up():
-            self._create(root, masters)
+            self._create(root, masters, tls)
 
-    def _create(self, root: Path, masters: int) -> None:
+    def _create(self, root: Path, masters: int, tls: TlsFiles | None) -> None:
         config = [
             "cluster-enabled yes",
             f"cluster-node-timeout {NODE_TIMEOUT_MS}",
@@ -156,7 +215,8 @@ class LocalCluster(Topology):
         self.servers: list[Server] = []
         for n in range(masters * 2):
             own = [*config, f"cluster-config-file {root}/n{n}.conf"]
-            self.servers.append(self.start(root / f"node{n}", free_port(bus=True), own))
+            node = Server(root / f"node{n}", free_port(bus=True), own, tls=tls)
+            self.servers.append(self.start(node))
         subprocess.run(
             [
                 "redis-cli",
@@ -166,6 +226,7 @@ class LocalCluster(Topology):
                 "--cluster-replicas",
                 "1",
                 "--cluster-yes",
+                *(self.tls.cli_args() if self.tls else []),
             ],
             check=True,
             stdin=subprocess.DEVNULL,
@@ -176,7 +237,10 @@ class LocalCluster(Topology):
 
     @property
     def url(self) -> str:
-        return "redis+cluster://" + ",".join(s.address for s in self.servers[:2])
+        hosts = ",".join(s.address for s in self.servers[:2])
+        if self.tls:
+            return f"rediss+cluster://{hosts}/?{self.tls.query()}"
+        return f"redis+cluster://{hosts}"
 
     def _settled(self) -> bool:
         for server in self.servers:
@@ -247,7 +311,8 @@ class LocalCluster(Topology):
         wait_until(lambda: self.role(replica) == "master", timeout=30, interval=0.1)
         wait_until(self._state_ok, timeout=30, interval=0.1)
         index = self.servers.index(master)
-        back = self.servers[index] = self.start(master.folder, master.port, master.config)
+        back = Server(master.folder, master.port, master.config, tls=master.tls)
+        self.servers[index] = self.start(back)
         wait_until(lambda: self._replicates(back), timeout=30, interval=0.1)
         return replica
 
@@ -272,24 +337,17 @@ class LocalSentinel(Topology):
             self._create(root)
 
     def _create(self, root: Path) -> None:
-        self.master = self.start(root / "master", free_port(), ["appendonly no"])
-        self.replica = self.start(
-            root / "replica",
-            free_port(),
-            ["appendonly no", f"replicaof 127.0.0.1 {self.master.port}"],
-        )
+        self.master = self.start(Server(root / "master", free_port(), ["appendonly no"]))
+        replica_of = ["appendonly no", f"replicaof 127.0.0.1 {self.master.port}"]
+        self.replica = self.start(Server(root / "replica", free_port(), replica_of))
         wait_until(self._replicating, timeout=20, interval=0.1)
+        watch = [
+            f"sentinel monitor {SERVICE} 127.0.0.1 {self.master.port} 2",
+            f"sentinel down-after-milliseconds {SERVICE} 1000",
+            f"sentinel failover-timeout {SERVICE} 5000",
+        ]
         self.sentinels = [
-            self.start(
-                root / f"sentinel{n}",
-                free_port(),
-                [
-                    f"sentinel monitor {SERVICE} 127.0.0.1 {self.master.port} 2",
-                    f"sentinel down-after-milliseconds {SERVICE} 1000",
-                    f"sentinel failover-timeout {SERVICE} 5000",
-                ],
-                sentinel=True,
-            )
+            self.start(Server(root / f"sentinel{n}", free_port(), watch, sentinel=True))
             for n in range(3)
         ]
         wait_until(self._watched, timeout=30, interval=0.2)

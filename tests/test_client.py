@@ -10,7 +10,13 @@ import pytest
 
 from daemon_proc import DaemonFactory, DaemonProc, index_entries, managed
 from helpers import wait_until
-from mnemod.client import Client, EventRejectedError, NoAnswerError, RequestRejectedError
+from mnemod.client import (
+    Client,
+    EventRejectedError,
+    NoAnswerError,
+    NotReplicatedError,
+    RequestRejectedError,
+)
 from mnemod.errors import InvalidInputError, RedisUnavailableError
 
 pytestmark = pytest.mark.process  # starts processes of its own
@@ -170,3 +176,16 @@ def test_unreachable_redis(tmp_path: Path) -> None:
             memory.resolve("hello?", timeout=0.3)
         with pytest.raises(RedisUnavailableError):
             memory.add("something to remember")
+
+
+def test_an_add_no_replica_confirmed_raises_and_stays_queued(redis_server: str) -> None:
+    """`replicas=1` waits (WAIT, on the XADD's connection) for a replica this server does
+    not have: NotReplicatedError says none confirmed the add within `replica_timeout`,
+    and the add is queued all the same (sending it again is safe)."""
+    with Client(redis_server, "unreplicated", replicas=1, replica_timeout=0.05) as memory:
+        with pytest.raises(NotReplicatedError, match="0 of 1 replica") as caught:
+            memory.add("Kept by the master alone", id="solo")
+        assert caught.value.event_id == memory.last_event_id
+        assert memory.redis.xlen(memory.keys.events) == 1
+    with pytest.raises(InvalidInputError, match="replicas"):
+        Client(redis_server, replicas=-1)

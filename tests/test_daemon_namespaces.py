@@ -35,7 +35,9 @@ def led_by(client: Client, namespaces: list[str], proc: DaemonProc) -> int:
 
 def test_one_daemon_serves_several_namespaces(daemons: DaemonFactory) -> None:
     data = daemons.data_dir()
-    proc = daemons.daemon(data, namespace="alpha,beta").start()
+    config = data.parent / "mnemod.toml"
+    config.write_text('[daemon]\nnamespaces = ["alpha", "beta"]\n')
+    proc = daemons.daemon(data, config=config).start()
     url = proc.url_from_stdout()
     proc.wait_log("daemon.running", at_least=2)
     facts = {"alpha": "The user drinks green tea", "beta": "The build runs on a Raspberry Pi"}
@@ -51,6 +53,12 @@ def test_one_daemon_serves_several_namespaces(daemons: DaemonFactory) -> None:
         assert other not in answer["text"]  # each namespace its own memory
     status = json.loads(run_cli(data, "status", "--all", "--json").stdout)["namespaces"]
     assert {ns: status[ns]["pid"] for ns in facts} == dict.fromkeys(facts, str(proc.pid))
+    shown = json.loads(run_cli(data, "status", "--config", str(config), "--json").stdout)
+    assert list(shown["namespaces"]) == ["alpha", "beta"]  # what this config serves
+    # the health check of this config checks every namespace it serves
+    doctor = json.loads(run_cli(data, "doctor", "--config", str(config), "--json").stdout)
+    held = [c["detail"] for c in doctor["checks"] if c["check"] == "leader"]
+    assert [detail.split(":")[0] for detail in held] == ["alpha", "beta"]
     proc.signal(signal.SIGTERM)
     assert proc.wait_exit() == 0
     assert proc.count_events("daemon.draining") == 2

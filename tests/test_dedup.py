@@ -131,9 +131,9 @@ def test_prefix_filter_finds_exactly_the_brute_force_pairs() -> None:
 
 
 def test_the_lookup_finds_the_brute_force_best_match_on_add() -> None:
-    """`Lookup.similar` reads only the sizes that can still pass at each prefix word; it
-    must find what comparing with every entry finds, after changes too, word weights
-    included."""
+    """`Lookup.similar` reads only the sizes that can still pass at each prefix word, and
+    with counts leaves out sets whose hits cannot pass; it must find what comparing with
+    every entry finds, after changes too, word weights included."""
     import random
     from collections import Counter
 
@@ -148,13 +148,16 @@ def test_the_lookup_finds_the_brute_force_best_match_on_add() -> None:
             for i in range(300)
         )
     }
-    lookup = Lookup()
-    for e in stored.values():
-        lookup.add(e)
+    lookups = [Lookup(), Lookup(count_from=0)]  # the bare prefix filter, and with counts
+    for lookup in lookups:
+        for e in stored.values():
+            lookup.add(e)
     for e in list(stored.values())[:100]:  # changed keywords: indexed again
-        lookup.discard(e)
+        for lookup in lookups:
+            lookup.discard(e)
         e.keywords = [*rng.sample(vocabulary, rng.randint(1, 14)), "common"]
-        lookup.add(e)
+        for lookup in lookups:
+            lookup.add(e)
     for e in stored.values():
         e.tokens = rng.randint(5, 12)
     probes = [entry(f"P{i}", rng.sample(vocabulary, rng.randint(1, 14))) for i in range(200)]
@@ -174,11 +177,12 @@ def test_the_lookup_finds_the_brute_force_best_match_on_add() -> None:
                 if verdict.merges:
                     passing.append(verdict.score)
             best = max(passing, default=None)
-            found = lookup.similar(probe, stored, config)
-            if best is None:
-                assert found is None
-            else:
-                assert found is not None and round(found[1], 9) == round(best, 9)
+            for lookup in lookups:
+                found = lookup.similar(probe, stored, config)
+                if best is None:
+                    assert found is None
+                else:
+                    assert found is not None and round(found[1], 9) == round(best, 9)
 
 
 WORDS = st.frozensets(st.sampled_from([f"w{i}" for i in range(12)]), min_size=1)

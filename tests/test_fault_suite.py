@@ -292,6 +292,8 @@ def test_redis_restarted_without_persistence_mid_ingest(
         shutil.rmtree(redis.folder / "appendonlydir", ignore_errors=True)  # nothing kept
         redis.start()
         proc.wait_log("redis.data_lost", timeout=30)
+        # a batch read before the restart is committed once Redis takes its record again
+        wait_until(lambda: client.hget(KEYS.committed, "seq") == str(_last_seq(data)), 30)
         applied = {e for r in _log_records(data) for e in r.get("events", [])}
         assert 1_000 <= len(applied) < 3_000
         assert all(i in applied for i in ids[: len(applied)])  # a prefix, in order
@@ -306,6 +308,11 @@ def test_redis_restarted_without_persistence_mid_ingest(
         check_against(kept, data)
     finally:
         redis.stop()
+
+
+def _last_seq(data: Path) -> int:
+    records = _log_records(data)
+    return int(records[-1]["seq"]) if records else 0
 
 
 def _log_records(data: Path) -> list[dict[str, Any]]:

@@ -115,6 +115,27 @@ def test_replace_keeps_a_label_another_item_took_over(hot: HotLayer) -> None:
     assert hot.id_for_key("shared") == "B2"
 
 
+def test_a_label_handed_over_in_one_batch_ends_with_its_new_item(hot: HotLayer) -> None:
+    """B takes A's label while A takes another, B first in the batch: the label ends
+    with B, not deleted as A's old one."""
+    hot.put(item("A1", key="shared"))
+    hot.apply([item("B2", key="shared"), item("A1", key="other")], [])
+    assert hot.id_for_key("shared") == "B2"
+    assert hot.id_for_key("other") == "A1"
+
+
+def test_a_batch_sends_one_command_per_keyword_set(
+    hot: HotLayer, redis_client: redis.Redis
+) -> None:
+    """Items sharing words share their SADDs: a batch's commands follow its distinct
+    words, not its items times their words."""
+    before = int(redis_client.info("commandstats").get("cmdstat_sadd", {}).get("calls", 0))
+    hot.apply([item(f"A{n}", keywords=("timezone", "taipei")) for n in range(3)], [])
+    after = int(redis_client.info("commandstats")["cmdstat_sadd"]["calls"])
+    assert after - before == 2
+    assert redis_client.smembers(KEYS.kw("taipei")) == {"A0", "A1", "A2"}
+
+
 def test_remove_drops_everything(hot: HotLayer, redis_client: redis.Redis) -> None:
     hot.put(item("A1", key="user.tz"))
     hot.put(item("B2", keywords=("timezone",)))

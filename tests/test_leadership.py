@@ -84,3 +84,13 @@ def test_a_dead_daemon_of_this_host_is_struck_off_at_once(redis_client: redis.Re
     assert GONE not in Presence(redis_client, daemons_key("mnemod"), TTL).present()
     share.leave()
     assert redis_client.exists("mnemod:daemons") == 0
+
+
+def test_a_refused_presence_keeps_the_last_count(redis_client: redis.Redis) -> None:
+    """Redis refusing the set (an ACL without it, another program's value there) leaves the
+    daemon counting what it last knew, and serving."""
+    share = leadership(redis_client, "host:1:a", FixedClock(), served=4)
+    redis_client.set("mnemod:daemons", "not a sorted set", ex=60)
+    share.beat()
+    assert (share.live, share.share) == (1, 4)
+    share.leave()

@@ -119,3 +119,14 @@ def test_process_metrics_carry_the_namespace_label() -> None:
         line for line in text.splitlines() if line.startswith("mnemod_process_") and "{" not in line
     ]
     assert unlabelled == []
+
+
+def test_a_daemon_of_several_namespaces_has_every_series_of_each_from_the_start() -> None:
+    metrics = Metrics(process_label="alpha,beta")
+    for namespace in ("alpha", "beta"):
+        metrics.add_namespace(namespace)
+    text = metrics.render().decode()
+    for namespace in ("alpha", "beta"):
+        assert sample(text, f'mnemod_events_applied_total{{namespace="{namespace}"}}') == 0
+        assert sample(text, f'mnemod_is_leader{{namespace="{namespace}"}}') == 0
+    assert 'mnemod_process_resident_memory_bytes{namespace="alpha,beta"}' in text

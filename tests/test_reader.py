@@ -6,9 +6,12 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 import mnemod
 from mnemod.clock import FixedClock
 from mnemod.config import load_config
+from mnemod.store import reader
 from mnemod.store.engine import Engine
 from mnemod.store.paths import NamespacePaths
 from mnemod.store.reader import committed_entry, committed_stats
@@ -38,7 +41,11 @@ def busy_store(folder: Path, clock: FixedClock) -> mnemod.Store:
     return store
 
 
-def test_stats_and_entries_after_a_checkpoint_equal_a_full_read(tmp_path: Path) -> None:
+@pytest.mark.parametrize("few", [100, 0])  # the entries looked for one by one, or in a pass
+def test_stats_and_entries_after_a_checkpoint_equal_a_full_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, few: int
+) -> None:
+    monkeypatch.setattr(reader, "_FEW_IDS", few)
     store = busy_store(tmp_path, FixedClock(T0))
     paths = store.engine.paths
     assert store.engine.committed_seq > 0

@@ -43,6 +43,10 @@ def built() -> dict[str, str]:
         daemons_key("mnemod"): "sorted set",
         keys.sessions("<session>"): "set",
         keys.marker: "string",
+        keys.feed: "stream",
+        keys.committed: "hash",
+        keys.checkpoint: "hash",
+        keys.followers: "hash",
     }
 
 

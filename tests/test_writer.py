@@ -120,15 +120,15 @@ def test_requests_are_answered_while_a_checkpoint_is_written(
 def test_a_failed_commit_leaves_its_events_for_the_next(
     writer: Writer, redis_server: str, redis_client: RedisClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = ChangeLog.append
+    real = ChangeLog.append_lines
     failures = [OSError(28, "No space left on device")]
 
-    def flaky(self: ChangeLog, records: list[dict[str, Any]]) -> None:
+    def flaky(self: ChangeLog, lines: list[bytes]) -> None:
         if failures:
             raise failures.pop()
-        real(self, records)
+        real(self, lines)
 
-    monkeypatch.setattr(ChangeLog, "append", flaky)
+    monkeypatch.setattr(ChangeLog, "append_lines", flaky)
     with Client(redis_server) as agent:
         agent.add("A fact worth keeping", type="context")
         with pytest.raises(OSError, match="No space left"):
@@ -152,8 +152,8 @@ def test_failed_commits_are_tried_again_less_and_less_often(
     def full(*_args: Any, **_kwargs: Any) -> None:
         raise OSError(28, "No space left on device")
 
-    real = ChangeLog.append
-    monkeypatch.setattr(ChangeLog, "append", full)
+    real = ChangeLog.append_lines
+    monkeypatch.setattr(ChangeLog, "append_lines", full)
     clock = writer.clock
     assert isinstance(clock, FixedClock)
     waits: list[float] = []
@@ -164,7 +164,7 @@ def test_failed_commits_are_tried_again_less_and_less_often(
             take_events(writer) if not waits else writer.commit(force=True)
         waits.append(writer.snapshot_retry_in)
     assert waits == [1, 2, 4, 8, 16, 32, 60, 60]  # doubled, up to the cap
-    monkeypatch.setattr(ChangeLog, "append", real)  # space again
+    monkeypatch.setattr(ChangeLog, "append_lines", real)  # space again
     clock.advance(59.9)
     writer.commit()  # not yet due: nothing tried
     assert writer.failed_snapshots == 8 and round(writer.snapshot_retry_in, 1) == 0.1

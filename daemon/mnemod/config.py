@@ -111,6 +111,7 @@ class DaemonConfig:
     lease_ttl: timedelta = timedelta(seconds=15)
     watch_debounce: timedelta = timedelta(milliseconds=300)
     stream_max_len: int = 100000
+    feed_max_len: int = 1000  # change-log records the feed keeps for followers behind
     group_access: bool = False  # memory files 0640 / folders 0750 instead of 0600 / 0700
 
 
@@ -372,6 +373,7 @@ def _validate(config: Config, tree: dict[str, dict[str, tuple[Any, str]]]) -> No
         "must be auto, json or console",
     )
     check("daemon", "batch_size", 1 <= config.daemon.batch_size <= 10000, "must be 1–10000")
+    check("daemon", "feed_max_len", config.daemon.feed_max_len >= 100, "must be at least 100")
     check(
         "daemon",
         "discover_interval",

@@ -43,7 +43,8 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     status.add_argument(
         "--all",
         action="store_true",
-        help="every namespace in the data folder (default: --namespace only)",
+        help="every namespace in the data folder (default: --namespace, else those "
+        "daemon.namespaces names)",
     )
     status.set_defaults(handler=cmd_status)
 
@@ -87,7 +88,7 @@ def _toml_value(value: Any) -> str:
 
 # ---- status --------------------------------------------------------------------------------
 def cmd_status(ctx: Context) -> int:
-    namespaces = list_namespaces(ctx.data_dir) if ctx.args.all else [ctx.namespace]
+    namespaces = list_namespaces(ctx.data_dir) if ctx.args.all else served_namespaces(ctx)
     client = connect_quietly(ctx)
     report: dict[str, Any] = {"data_dir": str(ctx.data_dir), "redis": redact_url(redis_url(ctx))}
     if client is not None:
@@ -178,23 +179,52 @@ def cmd_doctor(ctx: Context) -> int:
 
 
 def run_checks(ctx: Context) -> list[Check]:
+    """The checks of the process-wide things, then of each namespace `served_namespaces`
+    names (with several, each such check's detail starts with its namespace)."""
     checks = [Check("config", "ok", f"valid ({ctx.config.source})")]
     checks.append(_check_data_dir(ctx))
-    checks.extend(_check_files(ctx))
+    namespaces = served_namespaces(ctx)
+    for namespace in namespaces:
+        checks.extend(_named(namespaces, namespace, _check_files(ctx, namespace)))
     client, redis_check = _check_redis(ctx)
     checks.append(redis_check)
     if client is None:
         checks.append(Check("daemon", "fail", "cannot be checked: Redis unreachable"))
         return checks
-    keys = Keys(ctx.config.redis.prefix, ctx.namespace)
+    for namespace in namespaces:
+        checks.extend(_named(namespaces, namespace, _daemon_checks(ctx, namespace, client)))
+    client.close()
+    return checks
+
+
+def served_namespaces(ctx: Context) -> list[str]:
+    """`--namespace` when given; else what `mnemod run` serves with this config
+    (`daemon.namespaces`, `*` as the namespaces in the data folder), so that the status and
+    the health check of a daemon of many namespaces cover them all."""
+    if getattr(ctx.args, "namespaces", None):
+        return [ctx.namespace]
+    served = [ns for ns in ctx.config.daemon.namespaces if ns != "*"]
+    if "*" in ctx.config.daemon.namespaces:
+        served += list_namespaces(ctx.data_dir)
+    return list(dict.fromkeys(served)) or [ctx.namespace]
+
+
+def _named(namespaces: list[str], namespace: str, checks: list[Check]) -> list[Check]:
+    if len(namespaces) == 1:
+        return checks
+    return [Check(c.name, c.state, f"{namespace}: {c.detail}") for c in checks]
+
+
+def _daemon_checks(ctx: Context, namespace: str, client: redis.Redis) -> list[Check]:
+    keys = Keys(ctx.config.redis.prefix, namespace)
     status = read_status(client, keys)
-    checks.append(_check_heartbeat(ctx, status))
+    checks = [_check_heartbeat(namespace, status)]
     waiting = json.loads(status["waiting"]) if status.get("waiting") else {}
     detail = "; ".join(f"{name}: {why}" for name, why in sorted(waiting.items()))
     checks.append(Check("derived", "warn" if waiting else "ok", detail or "up to date"))
     holder = lease_holder(client, keys)
     if holder is None:
-        checks.append(Check("leader", "fail", f"no daemon holds namespace {ctx.namespace!r}"))
+        checks.append(Check("leader", "fail", f"no daemon holds namespace {namespace!r}"))
     else:
         checks.append(Check("leader", "ok", str(holder)))
     dead = dead_letter_count(client, keys)
@@ -209,7 +239,6 @@ def run_checks(ctx: Context) -> list[Check]:
     checks.append(
         Check("backlog", "warn" if pending >= PENDING_WARN else "ok", f"{pending} pending event(s)")
     )
-    client.close()
     return checks
 
 
@@ -223,8 +252,8 @@ def _check_data_dir(ctx: Context) -> Check:
     return Check("data-dir", "ok", f"{folder} writable")
 
 
-def _check_files(ctx: Context) -> list[Check]:
-    paths = NamespacePaths(ctx.data_dir, ctx.namespace)
+def _check_files(ctx: Context, namespace: str) -> list[Check]:
+    paths = NamespacePaths(ctx.data_dir, namespace)
     checks: list[Check] = []
     checkpoint_seq = 0
     try:
@@ -279,10 +308,10 @@ def _check_redis(ctx: Context) -> tuple[redis.Redis | None, Check]:
     return client, Check("redis", "ok", f"{redact_url(url)}: Redis {'.'.join(map(str, version))}")
 
 
-def _check_heartbeat(ctx: Context, status: dict[str, str]) -> Check:
+def _check_heartbeat(namespace: str, status: dict[str, str]) -> Check:
     age = heartbeat_age(status)
     if age is None:
-        return Check("daemon", "fail", f"no daemon has run for namespace {ctx.namespace!r}")
+        return Check("daemon", "fail", f"no daemon has run for namespace {namespace!r}")
     pid = status.get("pid", "")
     if owner_is_gone(status.get("owner", "")):
         return Check("daemon", "fail", f"daemon process {pid} is gone (crashed or killed)")

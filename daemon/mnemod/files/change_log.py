@@ -51,6 +51,16 @@ def encode_record(record: dict[str, Any]) -> bytes:
     return body[:-1] + _CRC_MARK + str(crc).encode() + b"}\n"
 
 
+def line_crc(line: bytes) -> int:
+    """The CRC a record's line carries (its identity in the namespace's history: two
+    different records of one seq differ in it); 0 when the line holds none."""
+    mark = line.rfind(_CRC_MARK)
+    try:
+        return int(line[mark + len(_CRC_MARK) : -2]) if mark > 0 else 0
+    except ValueError:
+        return 0
+
+
 def _checked(line: bytes) -> int:
     """Where the CRC mark of a line whose CRC holds starts; 0 for a torn or damaged line."""
     if not line.endswith(b"\n"):
@@ -115,6 +125,7 @@ class ChangeLog:
         # read_after starts there instead of reading and checking the segment again
         self._opened: list[tuple[int, int]] = []
         self._opened_path: Path | None = None
+        self.last_line: bytes | None = None  # the last record's line (None: log empty)
         self._open()
 
     # ---- reading ---------------------------------------------------------------------
@@ -129,6 +140,11 @@ class ChangeLog:
 
     def read_after(self, seq: int) -> Iterator[dict[str, Any]]:
         """Every durable record with a seq above `seq`, in order."""
+        for record, _ in self.lines_after(seq):
+            yield record
+
+    def lines_after(self, seq: int) -> Iterator[tuple[dict[str, Any], bytes]]:
+        """Like `read_after`, each record with its line as stored."""
         segments = self.segments()
         for position, segment in enumerate(segments):
             following = segments[position + 1] if position + 1 < len(segments) else None
@@ -140,7 +156,7 @@ class ChangeLog:
             else:
                 yield from self._records(segment.path, last, seq)
 
-    def _newest_after(self, path: Path, seq: int) -> Iterator[dict[str, Any]]:
+    def _newest_after(self, path: Path, seq: int) -> Iterator[tuple[dict[str, Any], bytes]]:
         """The records above `seq` of the newest segment: those `_open` checked, read from
         the first of them on, then any appended since (checked as they are read)."""
         starts = [at for found, at in self._opened if found > seq]
@@ -159,13 +175,15 @@ class ChangeLog:
             record = decode_record(line)
             if record is not None:
                 if record["seq"] > seq:
-                    yield record
+                    yield record, line
                 continue
             if number == len(lines):
                 return  # a torn last record: never committed
             raise CorruptLogError(path, "damaged record (bad CRC or JSON)")
 
-    def _records(self, path: Path, last_segment: bool, after: int) -> Iterator[dict[str, Any]]:
+    def _records(
+        self, path: Path, last_segment: bool, after: int
+    ) -> Iterator[tuple[dict[str, Any], bytes]]:
         """The records of one segment with a seq above `after` (those at or below it are
         checked, not decoded)."""
         with path.open("rb") as handle:
@@ -176,7 +194,7 @@ class ChangeLog:
                 continue
             record = decode_record(line) if found is not None else None
             if record is not None:
-                yield record
+                yield record, line
                 continue
             if last_segment and number == len(lines):
                 return  # the torn last record: never committed
@@ -206,6 +224,7 @@ class ChangeLog:
             opened.append((found, at))
             at += len(line)
             last_seq = found
+            self.last_line = line
         self._opened, self._opened_path = opened, newest.path
         if good < len(data) and not self.readonly:
             with newest.path.open("r+b") as handle:
@@ -220,20 +239,39 @@ class ChangeLog:
         """Append and fsync; `records` carry their seq, one above the last. On failure
         (a full or read-only disk) whatever reached the file is cut again and the error
         goes up: the log is as it was, and the same records may be appended later."""
-        if not records:
+        self.append_lines([encode_record(r) for r in records])
+
+    def append_lines(self, lines: list[bytes]) -> None:
+        """`append` of records already encoded (the leader's lines a follower applies,
+        kept byte for byte so that both logs name a record by the same CRC)."""
+        if not lines:
             return
         if self.readonly:
             raise OSError(f"{self.folder}: opened read-only")
-        if records[0]["seq"] != self.last_seq + 1:
-            raise ValueError(f"record seq {records[0]['seq']} after {self.last_seq}")
-        data = b"".join(encode_record(r) for r in records)
-        path = self._segment_for(records[0]["seq"])
+        seq = self.last_seq
+        for line in lines:
+            found = record_seq(line)
+            if found is None or found != seq + 1:
+                got = "a damaged line" if found is None else f"seq {found}"
+                raise ValueError(f"{self.folder}: {got} after record {seq}")
+            seq = found
+        data = b"".join(lines)
+        path = self._segment_for(self.last_seq + 1)
         before = append_bytes(path, data)
         if before == 0:
             fsync_dir(self.folder)
         self._newest = path
         self._size = before + len(data)
-        self.last_seq = records[-1]["seq"]
+        self.last_seq = seq
+        self.last_line = lines[-1]
+
+    @property
+    def last_crc(self) -> int | None:
+        """The last record's CRC; 0 for an empty history; None when the log was pruned
+        past its last record (a person removed it): the history cannot be told then."""
+        if self.last_line is not None:
+            return line_crc(self.last_line)
+        return 0 if self.last_seq == 0 else None
 
     def _segment_for(self, seq: int) -> Path:
         """The newest segment, or a new one once it has passed SEGMENT_BYTES."""

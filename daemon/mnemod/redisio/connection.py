@@ -79,8 +79,8 @@ def connect(
     responses to str, its connections named `name` (CLIENT SETNAME) if given. redis-py
     connects lazily to a server or a sentinel's master: the first command reports an outage.
     A cluster client asks for the cluster's layout at once: RedisUnavailableError when no
-    node answers. A RedisCluster is typed as a Redis: both speak the same commands, and
-    what differs is asked with `is_cluster`.
+    node answers (the daemon waits that out). A RedisCluster is typed as a Redis: both
+    speak the same commands, and what differs is asked with `is_cluster`.
 
     redis-py's own retries are off by default (`retries=0`): a command is never silently
     re-sent (an XADD could land twice) and an outage surfaces at once, to be waited out with

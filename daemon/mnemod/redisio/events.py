@@ -28,6 +28,8 @@ class Event:
     target: str = ""  # access, update, remove, promote
     fields: dict[str, Any] | None = None  # update
     dry_run: bool = False  # gc
+    times: int = 1  # access: how many uses (a follower's answers, gathered)
+    selected: bool = False  # access: resolve selections, not deliberate uses
     by: str = "agent"
 
 
@@ -80,10 +82,15 @@ def parse_event(event_id: str, raw: dict[str, str], config: Config) -> Event:
         if isinstance(fields.get("fields"), dict) and len(fields) == 1:
             fields = fields["fields"]
         return Event(event_id, op, target=target, fields=check_update(fields, config, where), by=by)
-    unknown = sorted(set(data) - {"id"})
+    unknown = sorted(set(data) - ({"id", "times", "selected"} if op == "access" else {"id"}))
     if unknown:
         raise InvalidInputError(unknown[0], "unknown field", where)
-    return Event(event_id, op, target=target, by=by)
+    times, selected = data.get("times", 1), data.get("selected", False)
+    if not isinstance(times, int) or isinstance(times, bool) or not 1 <= times <= 1_000_000:
+        raise InvalidInputError("times", "must be a whole number 1–1000000", where)
+    if not isinstance(selected, bool):
+        raise InvalidInputError("selected", "must be true or false", where)
+    return Event(event_id, op, target=target, by=by, times=times, selected=selected)
 
 
 def stream_id_key(event_id: str) -> tuple[int, int]:

@@ -104,6 +104,27 @@ class Keys:
         """Leader lease: one daemon per namespace applies events."""
         return f"{self.base}:lease"
 
+    # -- followers (redisio.change_feed) ---------------------------------------------
+    @property
+    def feed(self) -> str:
+        """The leader's change-log records, one stream entry per record, id `<seq>-0`."""
+        return f"{self.base}:feed"
+
+    @property
+    def committed(self) -> str:
+        """The namespace's committed position: the last published record's seq and CRC."""
+        return f"{self.base}:committed"
+
+    @property
+    def checkpoint(self) -> str:
+        """The leader's last checkpoint (index.json, compressed) a follower starts from."""
+        return f"{self.base}:checkpoint"
+
+    @property
+    def followers(self) -> str:
+        """Each follower's applied seq and when it said so (the leader trims the feed)."""
+        return f"{self.base}:followers"
+
     @property
     def standby(self) -> str:
         """Sorted set of the daemons standing by for this namespace, each until when

@@ -128,6 +128,23 @@ class EventStream:
         trimmed += int(client.xtrim(keys.dead, maxlen=dead_max_len, approximate=True))
         return trimmed
 
+    def claim_stale_requests(
+        self, consumer: str, min_idle_ms: int, count: int = 100
+    ) -> list[tuple[str, dict[str, str]]]:
+        """Requests delivered to a consumer of the group at least `min_idle_ms` ago and
+        never answered (its daemon died), claimed for `consumer` to answer: every daemon of
+        the namespace reads the rpc stream, so none waits for the one that died."""
+        try:
+            reply = self.client.xautoclaim(
+                self.keys.rpc, GROUP, consumer, min_idle_ms, start_id="0-0", count=count
+            )
+        except redis.ResponseError as exc:
+            if str(exc).startswith("NOGROUP"):
+                return []
+            raise
+        messages = cast(list[tuple[str, dict[str, str] | None]], reply[1] if reply else [])
+        return [(message_id, fields) for message_id, fields in messages if fields is not None]
+
     # ---- what is still waiting -----------------------------------------------------------
     def acknowledged(self, event_id: str) -> bool:
         """The group read `event_id` and acknowledged it (False with no stream or group)."""

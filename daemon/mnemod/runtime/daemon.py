@@ -25,9 +25,14 @@ import structlog
 
 from mnemod.clock import Clock
 from mnemod.config import Config, load_config, redact_url
-from mnemod.errors import ConfigError, MnemodError
+from mnemod.errors import ConfigError, MnemodError, RedisUnavailableError
 from mnemod.processes import describe_owner, owner_id
-from mnemod.redisio.connection import OUTAGE_ERRORS, Backoff, check_version, connect
+from mnemod.redisio.connection import (
+    REDIS_FAILURES,
+    Backoff,
+    check_version,
+    connect,
+)
 from mnemod.redisio.embedded import DAEMON_CLIENT, EmbeddedRedis
 from mnemod.redisio.keys import daemons_key
 from mnemod.redisio.presence import Presence
@@ -38,7 +43,7 @@ from mnemod.runtime.runner import Folders, NamespaceRunner
 from mnemod.runtime.sdnotify import Notifier, watchdog_interval
 
 log = structlog.get_logger("mnemod.daemon")
-DISCOVERY_ERRORS: tuple[type[BaseException], ...] = (*OUTAGE_ERRORS, OSError)
+DISCOVERY_ERRORS: tuple[type[BaseException], ...] = (*REDIS_FAILURES, OSError)  # a refused SCAN too
 REVIVE_CALM_SECONDS = 10.0  # an embedded server started again sooner is a crash loop
 IDLE_TICK_SECONDS = 1.0  # how often the process looks after its namespaces, at most
 
@@ -97,7 +102,9 @@ class Daemon:
         with ExitStack() as stack:
             stack.callback(self._set_state, State.STOPPED)
             self.url = self._redis_url(stack)
-            client = connect(self.url, self.config.redis.socket_timeout, name=self._client_name())
+            client = self._connect()
+            if client is None:
+                return 0
             self._client = client
             stack.callback(client.close)
             self._wait_for_redis(client)
@@ -143,7 +150,7 @@ class Daemon:
         runners = list(self.runners.values())
         for runner in runners[1:]:
             runner.start_thread()
-        tending = threading.Thread(target=self._tend, name="mnemod-process", daemon=True)
+        tending = threading.Thread(target=self._tend_or_fail, name="mnemod-process", daemon=True)
         tending.start()
         try:
             if runners:
@@ -209,6 +216,18 @@ class Daemon:
         print(f"mnemod: agents connect to {url}  (redis-cli -s {socket})", flush=True)  # noqa: T201
         return url
 
+    def _connect(self) -> redis.Redis | None:
+        """The process's client (None: a stop came first). A cluster client asks for the
+        cluster's layout at once: while no node named answers, that is waited out as any
+        outage."""
+        backoff = Backoff(sleep=self.stop_requested.wait)
+        while not self.stop_requested.is_set():
+            try:
+                return connect(self.url, self.config.redis.socket_timeout, name=self._client_name())
+            except RedisUnavailableError as exc:
+                self.wait_out(backoff, str(exc))
+        return None
+
     def _wait_for_redis(self, client: redis.Redis) -> None:
         backoff = Backoff(sleep=self.stop_requested.wait)
         while not self.stop_requested.is_set():
@@ -221,6 +240,13 @@ class Daemon:
             return
 
     # ---- the process's own thread: reloads, the watchdog, leadership, new namespaces -----
+    def _tend_or_fail(self) -> None:
+        try:
+            self._tend()
+        except BaseException as exc:  # noqa: BLE001 (any: it ends the process, reported)
+            log.error("daemon.namespace_failed", namespace="", error=repr(exc)[:300])
+            self.fail(exc)
+
     def _tend(self) -> None:
         ping_every = watchdog_interval()
         last_ping = -math.inf
@@ -263,6 +289,8 @@ class Daemon:
             return
         if fresh.redis.url != self.config.redis.url:
             log.warning("config.reload_partial", reason="redis.url changes need a restart")
+        if fresh.daemon.namespaces != self.config.daemon.namespaces:
+            log.warning("config.reload_partial", reason="daemon.namespaces changes need a restart")
         self.config = fresh
         for runner in list(self.runners.values()):
             runner.reload(fresh)

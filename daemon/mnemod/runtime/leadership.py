@@ -21,7 +21,7 @@ import structlog
 
 from mnemod.clock import Clock
 from mnemod.processes import owner_is_gone
-from mnemod.redisio.connection import OUTAGE_ERRORS
+from mnemod.redisio.connection import REDIS_FAILURES, describe
 from mnemod.redisio.presence import Presence
 
 log = structlog.get_logger("mnemod.leadership")
@@ -38,6 +38,7 @@ class Leadership:
         self.live = 1  # live daemons, this one included
         self.leading: dict[str, float] = {}  # namespace → since when (clock.monotonic)
         self._lock = threading.Lock()
+        self._warned = False  # leadership.unavailable said, until a beat works again
 
     @property
     def share(self) -> int:
@@ -46,14 +47,19 @@ class Leadership:
     # ---- the process's thread --------------------------------------------------------------
     def beat(self) -> None:
         """Say this daemon is live and count the live ones (a daemon of this host whose
-        process is gone is struck off at once). A Redis error keeps the last count."""
+        process is gone is struck off at once). A Redis error keeps the last count (a user
+        whose ACL leaves out `<prefix>:daemons`: this daemon counts itself alone)."""
         try:
             members = self.daemons.here(self.owner)
             gone = [m for m in members if m != self.owner and owner_is_gone(m)]
             for member in gone:
                 self.daemons.gone(member)
-        except OUTAGE_ERRORS:
+        except REDIS_FAILURES as exc:  # an outage or a failover as well as a refusal
+            if not self._warned:
+                log.warning("leadership.unavailable", key=self.daemons.key, error=describe(exc))
+                self._warned = True
             return
+        self._warned = False
         live = max(1, len(members) - len(gone))
         if live != self.live:
             log.info("leadership.daemons", live=live, share=math.ceil(self.served / live))
@@ -62,7 +68,7 @@ class Leadership:
     def leave(self) -> None:
         try:
             self.daemons.gone(self.owner)
-        except OUTAGE_ERRORS:
+        except REDIS_FAILURES:
             return
 
     # ---- the runners' threads --------------------------------------------------------------

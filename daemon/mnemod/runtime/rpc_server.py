@@ -12,6 +12,7 @@ before an agent's next request comes.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -59,6 +60,10 @@ class RpcServer:
         # entry id -> (times selected, the last time): gathered until `seal`, then settled
         self._picked: dict[str, tuple[int, datetime]] = {}
         self._sealed: dict[str, tuple[int, datetime]] = {}
+        # where sealed selections go: the engine (a leader), access events (a follower)
+        self.record_selections: Callable[[dict[str, tuple[int, datetime]]], None] = (
+            engine.record_selections
+        )
         self.replies = ReplyChannel(client, keys)
         self._sent: list[_Sent] = []  # answers whose replies are read by `collect`
 
@@ -85,7 +90,7 @@ class RpcServer:
         accesses at once, however often it was selected."""
         sealed = self._sealed
         count = len(sealed) if limit is None else min(limit, len(sealed))
-        self.engine.record_selections(dict(sealed.popitem() for _ in range(count)))
+        self.record_selections(dict(sealed.popitem() for _ in range(count)))
 
     def handle(self, request_id: str, raw: dict[str, str]) -> None:
         """Answer one request (Redis's replies to the answer are read by `collect`). A bad

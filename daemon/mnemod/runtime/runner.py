@@ -12,6 +12,7 @@ commands). `stand_by` is what a runner does while it does not lead.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import threading
 from contextlib import ExitStack
@@ -26,11 +27,15 @@ from mnemod.clock import Clock
 from mnemod.config import Config, parse_schedule
 from mnemod.errors import LockedError, MnemodError
 from mnemod.processes import describe_owner, owner_is_gone
-from mnemod.redisio.connection import OUTAGE_ERRORS, Backoff, describe
+from mnemod.redisio.change_feed import ChangeFeed, FencedOut
+from mnemod.redisio.connection import OUTAGE_ERRORS, REDIS_FAILURES, Backoff, describe
 from mnemod.redisio.keys import Keys
 from mnemod.redisio.lease import Lease
 from mnemod.redisio.presence import Presence
+from mnemod.runtime.catch_up import Diverged
 from mnemod.runtime.commands import Command, CommandQueue
+from mnemod.runtime.feed_publisher import FeedPublisher
+from mnemod.runtime.follower import CLAIM_IDLE_MS, Follower
 from mnemod.runtime.hot_sync import HotSync
 from mnemod.runtime.leadership import Leadership
 from mnemod.runtime.metrics import Metrics
@@ -38,10 +43,11 @@ from mnemod.runtime.rpc_server import RpcServer
 from mnemod.runtime.scheduler import Scheduler
 from mnemod.runtime.status import StatusWriter
 from mnemod.runtime.watcher import Watcher
-from mnemod.runtime.writer import Writer
+from mnemod.runtime.writer import CONSUMER, Writer
 from mnemod.store.engine import Engine
 from mnemod.store.heap import freeze_heap
 from mnemod.store.paths import NamespacePaths
+from mnemod.store.replica import folder_id
 
 log = structlog.get_logger("mnemod.daemon")
 REDIS_ERRORS = OUTAGE_ERRORS
@@ -142,25 +148,116 @@ class NamespaceRunner:
         lease = Lease(host.client, self.keys, host.owner, host.config.daemon.lease_ttl)
         try:
             while not host.stop_requested.is_set():
-                if not self.stand_by(lease):
+                leading, engine = self._follow(lease)
+                if not leading:
                     break
                 try:
-                    self._lead(lease)
-                    continue  # stopped (the loop ends) or handed over (stand by again)
+                    self._lead(lease, engine)
+                    continue  # stopped (the loop ends) or handed over (follow again)
                 except LockedError as exc:
                     # Another process on this data folder still writes the namespace (its
                     # lease lapsed but it lives): stand by rather than fight over the files.
                     log.warning("lease.standby", namespace=self.namespace, reason=str(exc))
                     host.stop_requested.wait(lease.ttl)
                     continue
-                except LeaseLost:
-                    log.error("lease.lost", namespace=self.namespace, action="stopped writing")
+                except (LeaseLost, FencedOut, Diverged) as exc:
+                    log.error(
+                        "lease.lost",
+                        namespace=self.namespace,
+                        action="stopped writing",
+                        reason=str(exc)[:300],
+                    )
                     continue
                 finally:
                     host.leadership.let_go(self.namespace)
                     host.metrics.set_leader(self.namespace, False)
         finally:
             self.state = "stopped"
+
+    def _follow(self, lease: Lease) -> tuple[bool, Engine | None]:
+        """While another daemon leads: follow the namespace into this daemon's own folder
+        (runtime.follower) until this one holds the lease with its copy current. Returns
+        (True, the engine to lead with), or (False, None) for a stop. A folder another
+        live process writes (the lock is taken) cannot follow: it stands by, and `_lead`
+        opens the files once it holds the lease (True, None)."""
+        host = self.host
+        self.state = "standby"
+        seen = _Seen()
+
+        def may_lead() -> bool:
+            now = self.beat = host.clock.monotonic()
+            holder = lease.holder()
+            if holder not in (None, host.owner) and owner_is_gone(holder):
+                self._clear_dead_holder(lease)
+                holder = lease.holder()
+            if now - seen.ready_at >= lease.ttl / 3:
+                self._say_ready()
+                seen.ready_at = now
+            if holder is None or holder == host.owner:
+                seen.free_since = now if seen.free_since is None else seen.free_since
+                return self._take(lease, seen.free_since)
+            seen.free_since = None
+            if not seen.announced:
+                log.info("lease.standby", namespace=self.namespace, holder=holder)
+                host.announce(self.namespace, "standby", describe_owner(holder))
+                seen.announced = True
+            return False
+
+        backoff = Backoff(sleep=host.stop_requested.wait)
+        try:
+            while not host.stop_requested.is_set():
+                follower = Follower(
+                    self._open_copy,
+                    host.client,
+                    self.keys,
+                    host.config,
+                    host.clock,
+                    host.metrics,
+                    host.owner,
+                    lease,
+                    may_lead,
+                    host.stop_requested,
+                )
+                try:
+                    if self._leader_writes_my_folder():
+                        return self.stand_by(lease), None
+                    engine = follower.run()
+                except LockedError:
+                    return self.stand_by(lease), None
+                except REDIS_ERRORS as exc:
+                    host.wait_out(backoff, describe(exc))
+                    continue
+                except redis.ResponseError as exc:
+                    delay = backoff.next_delay()
+                    log.error(
+                        "redis.command_refused", error=str(exc)[:300], retry_in=round(delay, 2)
+                    )
+                    backoff.sleep(delay)
+                    continue
+                return engine is not None, engine
+            return False, None
+        finally:
+            self._say_ready(False)
+
+    def _leader_writes_my_folder(self) -> bool:
+        """The namespace's leader writes this daemon's very folder (one data folder for
+        both): nothing to follow, the files are the leader's."""
+        paths = NamespacePaths(self.folders.data_dir, self.namespace)
+        leaders = ChangeFeed(self.host.client, self.keys, self.host.owner).leader_folder()
+        return leaders is not None and leaders == folder_id(paths)
+
+    def _open_copy(self) -> Engine:
+        """This daemon's copy of the namespace, as a follower keeps it (store.replica)."""
+        paths = NamespacePaths(self.folders.data_dir, self.namespace)
+        return Engine(
+            paths,
+            self.host.config,
+            self.host.clock,
+            l1_dir=self.folders.l1_dir,
+            actor="agent",
+            autosave=False,
+            replica=True,
+        )
 
     def stand_by(self, lease: Lease) -> bool:
         """While another daemon leads (or this one leaves the namespace to a daemon under
@@ -210,7 +307,7 @@ class NamespaceRunner:
     def _say_ready(self, ready: bool | None = None) -> None:
         """Stand by for the namespace in `standby` while under this daemon's share (a leader
         over its share hands it over then), not otherwise."""
-        with contextlib.suppress(*REDIS_ERRORS):
+        with contextlib.suppress(*REDIS_FAILURES):  # advisory: a refusal costs a hand-over
             if self.host.leadership.willing if ready is None else ready:
                 self.standby.here(self.host.owner)
             else:
@@ -222,7 +319,10 @@ class NamespaceRunner:
         leadership, owner = self.host.leadership, self.host.owner
         if not leadership.over_share:
             return False
-        others = [member for member in self.standby.present() if member != owner]
+        try:
+            others = [member for member in self.standby.present() if member != owner]
+        except REDIS_FAILURES:
+            return False
         if not others or not leadership.hand_off(self.namespace):
             return False
         log.info("lease.handing_over", namespace=self.namespace, standing_by=len(others))
@@ -237,19 +337,24 @@ class NamespaceRunner:
         if lease.clear(holder):
             log.info("lease.cleared", holder=holder, reason="its process is gone")
 
-    def _lead(self, lease: Lease) -> None:
+    def _lead(self, lease: Lease, engine: Engine | None = None) -> None:
+        """Lead with `engine` (a follower's copy, current) or the files opened now."""
         host, ns, keys, client = self.host, self.namespace, self.keys, self.host.client
         config, clock, metrics = host.config, host.clock, host.metrics
         with ExitStack() as stack:
             stack.callback(_release, lease)
-            engine = self._open_engine()
+            engine = engine or self._open_engine()
             stack.callback(engine.close)
+            feed = ChangeFeed(client, keys, host.owner, lease.ttl_ms)
+            publisher = FeedPublisher(feed, engine, config.daemon.feed_max_len)
+            publisher.take_over()  # the files at the committed position before anything else
             hot = HotSync(client, keys, clock)
             rpc = RpcServer(engine, client, keys, clock, metrics)
             stack.callback(rpc.close)
             writer = Writer(engine, client, keys, config, clock, hot, metrics, rpc)
             stack.callback(writer.close)  # before engine.close: no snapshot still being written
             writer.snapshot_interval = _interval_seconds(config.schedule.snapshot, 2.0)
+            writer.feed = publisher
             status = StatusWriter(client, keys, host.owner, host.url, clock)
             writer.ensure_groups()
             hot.start(engine, engine.committed_seq)
@@ -372,16 +477,31 @@ class NamespaceRunner:
         parts.writer.ensure_groups()
         parts.writer.reread_pending()
         parts.hot.rebuild(parts.engine)
+        if parts.writer.feed is not None:
+            parts.writer.feed.republish()  # followers start from it (runtime.feed_publisher)
 
     def _heartbeat(self, parts: Leading) -> None:
         engine, writer, hot = parts.engine, parts.writer, parts.hot
         self._recover_lost_data(parts)
+        claimed = writer.stream.claim_stale_requests(CONSUMER, CLAIM_IDLE_MS)
+        if claimed:  # a follower died holding requests: answered here
+            log.info("rpc.claimed", namespace=self.namespace, requests=len(claimed))
+            writer.reread_pending()
         pending = writer.pending_count()
         hot_items = hot.count()
         writer.record_job("heartbeat", {"pending": pending, "hot": hot_items})
         parts.status.write(engine, writer, hot, parts.scheduler, state=self.state)
         self.host.metrics.set_events_pending(self.namespace, pending)
         self.host.metrics.set_hot_items(self.namespace, hot_items)
+
+
+@dataclass
+class _Seen:
+    """What a following runner noticed of the lease between its looks."""
+
+    free_since: float | None = None  # when the lease was first seen free
+    announced: bool = False
+    ready_at: float = -math.inf  # when it last said it stands by
 
 
 def _release(lease: Lease) -> None:

@@ -35,6 +35,7 @@ from mnemod.redisio.streams import EventStream, GroupMissingError
 from mnemod.runtime import bookkeeping
 from mnemod.runtime.bookkeeping import Bookkeeping, Settler
 from mnemod.runtime.commands import Command
+from mnemod.runtime.feed_publisher import FeedPublisher
 from mnemod.runtime.hot_sync import HotSync
 from mnemod.runtime.metrics import Metrics
 from mnemod.store.engine import Engine
@@ -103,6 +104,7 @@ class Writer:
         self.groups_recreated = False
         self._saver = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemod-checkpoint")
         self._checkpoint: _Checkpoint | None = None
+        self.feed: FeedPublisher | None = None  # publishes records and checkpoints (leading)
 
     def close(self) -> None:
         """Wait for a checkpoint being written (the log holds everything without it)."""
@@ -216,8 +218,11 @@ class Writer:
         engine = self.engine
         if event.op == "add" and event.new is not None:
             engine.add(event.new, by=event.by)
+        elif event.op == "access" and event.selected:
+            if engine.find(event.target) is not None:  # a follower's answer: gone since is fine
+                engine.access(event.target, selected=True, times=event.times)
         elif event.op == "access":
-            engine.access(event.target)
+            engine.access(event.target, times=event.times)
         elif event.op == "update" and event.fields is not None:
             engine.update(event.target, event.fields, by=event.by)
         elif event.op == "remove":
@@ -288,7 +293,7 @@ class Writer:
         if due:
             self.last_commit = self.clock.monotonic()
             self._commit_batch()
-        elif self.unacked and not failing:
+        elif self.unacked and not failing and not self.commits.unappended:
             self.publish({})  # what Redis did not take the last time, first
             self._ack()  # committed; the acknowledgement went with a dropped connection
         if self.hot_pending:
@@ -315,6 +320,8 @@ class Writer:
         job = self.engine.checkpoint_job()
         if job is None:
             return False
+        if self.feed is not None:
+            job = self.feed.wrap(job)
         prepared = time.perf_counter() - started
         self._checkpoint = _Checkpoint(self._saver.submit(_timed, job), prepared)
         if force:
@@ -327,6 +334,7 @@ class Writer:
         acknowledgements wait for the next start, which rebuilds the one from the files and
         reads the pending events again, skipping what the log holds."""
         self._collect(wait=True)
+        self.commits.publish = None  # published at the next lead (runtime.feed_publisher)
         self.books.seal()
         if self.rpc is not None:
             self.rpc.settle(None)  # into the entries; the hot layer is rebuilt at start
@@ -404,7 +412,8 @@ class Writer:
 
     def trim(self) -> dict[str, Any]:
         max_len = self.config.daemon.stream_max_len
-        return {"trimmed": self.stream.trim(self.engine.last_event_id, max_len)}
+        trimmed = self.stream.trim(self.engine.last_event_id, max_len)
+        return {"trimmed": trimmed, "feed": self.feed.trim() if self.feed is not None else 0}
 
     def pending_count(self) -> int:
         return self.stream.pending()

@@ -28,7 +28,7 @@ import structlog
 from mnemod.clock import Clock, format_time
 from mnemod.domain.model import Entry
 from mnemod.errors import MnemodError
-from mnemod.files.change_log import ChangeLog
+from mnemod.files.change_log import ChangeLog, encode_record
 from mnemod.files.journal import Journal, JournalFiles
 from mnemod.files.l3_store import EntryTexts, IndexWriter, L3Snapshot
 from mnemod.store.l2_layer import Edit, L2Files
@@ -101,6 +101,9 @@ class Commits:
         self._log_at_checkpoint = changelog.size if not readonly else 0
         self._depth = 0
         self.take_edit: Callable[[Edit], None] | None = None  # the engine's, for edits
+        # A leader's: puts records into the namespace before they are appended here
+        # (runtime.feed_publisher); what it raises leaves them for the next try.
+        self.publish: Callable[[list[bytes]], None] | None = None
 
     # ---- what changed ------------------------------------------------------------------
     def note(self, entry_id: str, op: str) -> None:
@@ -127,6 +130,11 @@ class Commits:
     def dirty(self) -> bool:
         """Something waits to be committed (accesses alone included)."""
         return bool(self.pending or self.events or self.state.journal.pending or self._unappended)
+
+    @property
+    def unappended(self) -> bool:
+        """A record is made and not yet durable (its append or its publish failed)."""
+        return bool(self._unappended)
 
     @property
     def hard(self) -> bool:
@@ -186,8 +194,11 @@ class Commits:
         if not self._unappended:
             return 0
         records = self._unappended
+        lines = [encode_record(r) for r in records]
+        if self.publish is not None:
+            self.publish(lines)
         try:
-            self.log.append(records)
+            self.log.append_lines(lines)
         except OSError:
             self.failures += 1
             delay = RETRY_SECONDS * 2 ** min(self.failures - 1, 16)
@@ -281,6 +292,34 @@ class Commits:
                 log.error("journal.write_failed", error=str(exc)[:300], seq=queued.seq)
                 return
             self._queue.pop(0)
+
+    def adopt(self, records: list[tuple[dict[str, Any], bytes]]) -> None:
+        """Records committed by the namespace's leader, appended as they are (a follower's
+        copy): their journal lines and L2 files follow as for this daemon's own. The caller
+        applies them to the state (store.replica), then derives."""
+        self.log.append_lines([line for _, line in records])
+        for record, _ in records:
+            self._queue.append(
+                _Queued(record["seq"], record.get("history") or [], record.get("archive") or [])
+            )
+            for op in record.get("ops") or []:
+                self._adopt_op(op)
+
+    def _adopt_op(self, op: dict[str, Any]) -> None:
+        """Which L2 files a record's op changes, as `_record` marks them for our own."""
+        entry_id = op.get("id") or op.get("entry", {}).get("id")
+        if op.get("op") == "acc":
+            type_ = self._l2_types.get(entry_id)
+            if type_ is not None:
+                self.l2.mark([type_], accesses_only=True)
+            return
+        old_type = self._l2_types.pop(entry_id, None)
+        if old_type is not None:
+            self.l2.mark([old_type])
+        if op.get("op") == "put" and op.get("layer") == "l2":
+            type_ = op["entry"]["type"]
+            self._l2_types[entry_id] = type_
+            self.l2.mark([type_])
 
     def queue_journal(self, seq: int, history: list[Any], archived: list[Any]) -> None:
         """A replayed record whose lines may be missing from the journal files."""

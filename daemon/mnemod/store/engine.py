@@ -58,7 +58,10 @@ class Engine:
         actor: str = "api",
         autosave: bool = True,
         readonly: bool = False,
+        replica: bool = False,
     ) -> None:
+        """`replica`: a follower's copy (store.replica), which takes no person's L2 edits:
+        they are made where the namespace is led, and its L2 files are rewritten."""
         self.paths = paths
         self.config = config
         self.clock = clock
@@ -89,15 +92,16 @@ class Engine:
             # the lookups and resolve's view, built when first needed or in `warm`'s slices
             self.indexes = Indexes(self.state, self.counter, self.l1_items)
             self.lookup: Lookup = self.indexes.lookup
-            self.commits.take_edit = lambda edit: self._take_edit(edit, self.clock.now())
+            self.set_replica(replica)
             self.changed: dict[str, str] = {}
             self.last_outcome = ""
-            for edit in opened.edits:
+            for edit in [] if replica else opened.edits:
                 self._take_edit(edit, clock.now())
             if not readonly:
-                if opened.migrated and (paths.index.exists() or self.l2_entries):
-                    self.commits.checkpoint(self._stats(), force=True)
-                self.commits.commit()
+                if not replica:  # a copy commits nothing of its own: its records are the leader's
+                    if opened.migrated and (paths.index.exists() or self.l2_entries):
+                        self.commits.checkpoint(self._stats(), force=True)
+                    self.commits.commit()
                 self.commits.derive()
 
     # ---- lifecycle -------------------------------------------------------------------
@@ -111,6 +115,19 @@ class Engine:
         finally:
             if self._lock is not None:
                 self._lock.release()
+
+    def abandon(self) -> None:
+        """Release the lock without committing: what is not in the log is not this
+        namespace's (a leader that lost its lease: its events are applied by the next)."""
+        if self._lock is not None:
+            self._lock.release()
+
+    def set_replica(self, replica: bool) -> None:
+        """A follower's copy takes no L2 edits; a leader's takes them as changes."""
+        if replica:
+            self.commits.take_edit = None
+        else:
+            self.commits.take_edit = lambda edit: self._take_edit(edit, self.clock.now())
 
     def batch(self) -> AbstractContextManager[None]:
         """Changes inside are committed once, at the end (see Commits.batch)."""
@@ -146,8 +163,8 @@ class Engine:
         """The checkpoint of what is committed now (see Commits.prepare_checkpoint)."""
         return self.commits.prepare_checkpoint(self._stats())
 
-    def checkpoint(self) -> bool:
-        return self.commits.checkpoint(self._stats())
+    def checkpoint(self, force: bool = False) -> bool:
+        return self.commits.checkpoint(self._stats(), force)
 
     @property
     def committed_seq(self) -> int:

@@ -2,7 +2,7 @@
 and the aliases merges leave behind (a folded id leads to its survivor).
 
 The postings of a word are kept by the size of each entry's keyword set, so that `similar`
-reads only the sizes that can still reach the threshold (see there).
+reads only the sizes that can still reach the threshold (see `_candidates`).
 
 Held for every entry, so kept small: postings are lists of ids (a list of five ids takes
 two fifths of a dict's memory, a tenth of a set's; a removal scans one size's list of one
@@ -14,6 +14,10 @@ Made with `words=False`, it keeps only the labels and aliases until its owner se
 
 from __future__ import annotations
 
+import functools
+import itertools
+import math
+import operator
 from collections import Counter, defaultdict
 
 from mnemod.config import DedupConfig
@@ -22,17 +26,23 @@ from mnemod.domain.dedup import (
     Side,
     compare,
     jaccard_floor,
-    prefix_length,
     rare_first,
 )
 from mnemod.domain.model import Entry
 
 MAX_ALIAS_HOPS = 100
+# postings read past the prefix filter, to count a candidate's hits (see Lookup._candidates)
+READ_AHEAD = 2
+# entries of a type from which counting pays: below, the postings are short, and
+# intersecting every set they hold costs less than counting (bench/scale.py)
+COUNT_FROM = 5_000
+SLACK = 1e-6  # float rounding in the bound: never leaves out a set that passes
 
 
 class Lookup:
-    def __init__(self, words: bool = True) -> None:
+    def __init__(self, words: bool = True, count_from: int = COUNT_FROM) -> None:
         self.words = words  # whether `add` indexes the entry's words
+        self.count_from = count_from  # see _candidates
         self.keys: dict[str, str] = {}
         self.aliases: dict[str, str] = {}
         # (type, word) -> size of the entry's keyword set -> entry ids
@@ -102,28 +112,14 @@ class Lookup:
     ) -> tuple[Entry, float] | None:
         """The same-type entry that is one memory with `entry` (domain.dedup.compare at the
         default techniques) with the best score, and that score. `entry` need not be
-        indexed; if it is, its own words do not count toward the weights.
-
-        Candidates pass the plain Jaccard floor t: they share a word of the rarest-first
-        prefix (domain.dedup.prefix_length), and only sizes that can pass are read: a set
-        of size m first met at the f-th of our n words shares at most n - f + 1 of them,
-        and J ≥ t needs at least t(n + m)/(1 + t) shared, so m ≤ (n - f + 1)(1 + t)/t - n.
-        The later prefix words are the common ones; at 100k entries this reads a fraction
-        of their postings. Word weights count the stored entries other than the candidate."""
+        indexed; if it is, its own words do not count toward the weights. Word weights count
+        the stored entries other than the candidate."""
         kind = entry.type
         frequency = self._frequency
         threshold = jaccard_floor(config)  # the candidates' bound: plain keyword Jaccard
         ordered = rare_first(entry.keywords, lambda w: frequency.get((kind, w), 0))
         mine = frozenset(ordered)
         size = len(mine)
-        smallest, largest = threshold * size - 1e-9, size / threshold + 1e-9
-        candidates: set[str] = set()
-        for first, word in enumerate(ordered[: prefix_length(size, threshold)], start=1):
-            cap = min(largest, (size - first + 1) * (1 + threshold) / threshold - size + 1e-9)
-            for length, ids in self._postings.get((kind, word), {}).items():
-                if smallest <= length <= cap:
-                    candidates.update(ids)
-        candidates.discard(entry.id)
         sets = self._sets
         indexed = entry.id in self._kinds  # then its words are weighed as if it were not
 
@@ -136,7 +132,11 @@ class Lookup:
         length, bound = entry.tokens, config.threshold - 1e-9
         probe = Side(mine, entry.content, length)
         best_id, best_score = "", -1.0
-        for other_id in candidates:
+        for other_id in self._floor_passing(
+            self._candidates(kind, ordered, threshold), mine, threshold
+        ):
+            if other_id == entry.id:
+                continue
             listed = sets[other_id]
             shared = len(mine.intersection(listed))
             if shared / (size + len(listed) - shared) < threshold - 1e-9:
@@ -153,3 +153,59 @@ class Lookup:
             ):
                 best_id, best_score = other_id, score
         return (entries[best_id], best_score) if best_id else None
+
+    def _floor_passing(self, candidates: set[str], mine: frozenset[str], t: float) -> list[str]:
+        """The candidates whose plain Jaccard with `mine` may reach the floor t (within
+        SLACK; `similar` checks it exactly), filtered in C: with s words shared of m, J ≥ t
+        is s(1 + t) − t·m ≥ t·n. A loop over a few dozen candidates an add was most of the
+        cost of dedup in a store of a few thousand entries."""
+        n = len(mine)
+        sets = list(map(self._sets.__getitem__, candidates))
+        shared = map(len, map(mine.intersection, sets))
+        margin = map(operator.sub, map((1 + t).__mul__, shared), map(t.__mul__, map(len, sets)))
+        return list(itertools.compress(candidates, map((t * n - SLACK).__le__, margin)))
+
+    def _candidates(self, kind: str, ordered: list[str], threshold: float) -> set[str]:
+        """Every indexed entry whose keyword set may have plain Jaccard ≥ `threshold` with
+        `ordered` (distinct words, rarest first), and a few that do not.
+
+        A set of size m reaches it with s shared words when s ≥ r(m) = t(n + m)/(1 + t), so
+        it holds one of our first n − r(m) + 1 words (the prefix filter, per size): only
+        those postings could find it. Reading READ_AHEAD more of them and counting its hits
+        there, c, bounds s by c plus the words not read, so one with c < r(m) − (words not
+        read) is left out unseen. At 100k memories that reads ~2× the postings of the bare
+        prefix filter and leaves ~35× fewer candidates (each a set intersection), and the
+        common words at the end of `ordered` are still never read. In a smaller store (see
+        COUNT_FROM) the bare prefix filter is used."""
+        ahead = READ_AHEAD if self._per_kind[kind] >= self.count_from else 0
+        furthest, plan = _plan(len(ordered), threshold, ahead)
+        met: set[str] = set()  # of the sizes one hit lets in
+        counts: dict[int, Counter[str]] = {}  # of the others
+        for position, word in enumerate(ordered[:furthest], start=1):
+            for m, ids in self._postings.get((kind, word), {}).items():
+                planned = plan.get(m)
+                if planned is None or position > planned[0]:
+                    continue
+                if planned[1] <= 1:
+                    met.update(ids)
+                elif m in counts:
+                    counts[m].update(ids)
+                else:
+                    counts[m] = Counter(ids)
+        for m, hits in counts.items():
+            needed = plan[m][1]
+            met.update(itertools.compress(hits, map(needed.__le__, hits.values())))
+        return met
+
+
+@functools.lru_cache(maxsize=1024)
+def _plan(n: int, threshold: float, ahead: int) -> tuple[int, dict[int, tuple[int, int]]]:
+    """What `Lookup._candidates` reads for a set of `n` words: per size of the other set,
+    how many of our words (rarest first) and how many hits in them it needs; and the most
+    words any size needs."""
+    plan: dict[int, tuple[int, int]] = {}
+    for m in range(math.ceil(threshold * n - 1e-9), math.floor(n / threshold + 1e-9) + 1):
+        needed = math.ceil(threshold * (n + m) / (1 + threshold) - SLACK)
+        read = min(n, n - needed + 1 + ahead)
+        plan[m] = (read, needed - (n - read))
+    return max((read for read, _ in plan.values()), default=0), plan

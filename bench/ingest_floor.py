@@ -1,0 +1,142 @@
+"""Durable ingest and add against their floors: the smallest programs doing the same I/O.
+
+The floor reads the events stream in batches (XREADGROUP, `daemon.batch_size` at a time),
+appends each batch's events to a file as JSON lines, fsyncs it once and acknowledges the
+batch (XACK) in a bare loop: what every durable ingest pays, with no parsing, dedup,
+keywords, token counting, index or hot layer. Then `mnemod run` ingests the same number of
+adds into an empty store (bench/scale.py's ingest: agents XADD in pipelines, events/s until
+the last is acknowledged). The ratio says how far above the floor the daemon runs on this
+machine, which a target in events/s alone cannot.
+
+The floor of one durable `Store.add` (a change-log record appended and fsynced) is timed
+too: `--appends` appends of a record of the size an add writes, each with its fsync, p50
+and p99 in ms.
+
+    python bench/ingest_floor.py [--events 4000] [--agents 1] [--data …/locomo-dev.jsonl]
+        [--out bench/results/ingest_floor.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import random
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "daemon"))
+
+import orjson  # noqa: E402
+
+import resolve_speed as speed  # noqa: E402
+import scale  # noqa: E402
+from mnemod.config import DaemonConfig  # noqa: E402
+from mnemod.redisio.connection import connect  # noqa: E402
+from mnemod.redisio.embedded import EmbeddedRedis  # noqa: E402
+from mnemod.redisio.keys import GROUP  # noqa: E402
+from results import write_results  # noqa: E402
+
+KEYS = scale.KEYS
+
+
+def floor(folder: Path, contents: list[str], agents: int, batch: int) -> dict[str, Any]:
+    """The bare loop over `contents` XADDed by `agents` processes: events/s until the last
+    is acknowledged, and the batches it took."""
+    server = EmbeddedRedis(folder / "redis")
+    url = server.start()
+    try:
+        client = connect(url, socket_timeout=60.0)
+        client.xgroup_create(KEYS.events, GROUP, id="0", mkstream=True)
+        context = multiprocessing.get_context("fork")
+        go, out = context.Event(), context.Queue()
+        share = len(contents) // agents
+        procs = [
+            context.Process(
+                target=scale._agent, args=(url, contents[i * share : (i + 1) * share], go, out)
+            )
+            for i in range(agents)
+        ]
+        for proc in procs:
+            proc.start()
+        time.sleep(0.5)  # the agents have prepared their events
+        total, batches = share * agents, 0
+        log = folder / "floor.jsonl"
+        with log.open("ab") as handle:
+            started = time.perf_counter()
+            go.set()
+            done = 0
+            while done < total:
+                replies = client.xreadgroup(GROUP, "floor", {KEYS.events: ">"}, batch, 100)
+                for _, messages in replies or []:
+                    ids = [event_id for event_id, _ in messages]
+                    handle.write(b"".join(orjson.dumps(fields) + b"\n" for _, fields in messages))
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                    client.xack(KEYS.events, GROUP, *ids)
+                    done += len(ids)
+                    batches += 1
+            seconds = time.perf_counter() - started
+        for proc in procs:
+            proc.join(timeout=30)
+    finally:
+        server.stop()
+    return {"events": total, "seconds": round(seconds, 2), "events_per_s": round(total / seconds),
+            "batches": batches}  # fmt: skip
+
+
+def append_floor(folder: Path, count: int, size: int = 1200) -> dict[str, Any]:
+    """`count` appends of `size` bytes, each fsynced (what a durable add cannot go below)."""
+    record = b"x" * (size - 1) + b"\n"
+    samples = []
+    with (folder / "appends.jsonl").open("ab") as handle:
+        for _ in range(count):
+            started = time.perf_counter()
+            handle.write(record)
+            handle.flush()
+            os.fsync(handle.fileno())
+            samples.append(time.perf_counter() - started)
+    return scale.stats(samples)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default=str(ROOT.parent / "shared" / "data" / "locomo-dev.jsonl"))
+    parser.add_argument("--events", type=int, default=4000)
+    parser.add_argument("--agents", type=int, default=1)
+    parser.add_argument("--appends", type=int, default=200, help="timed fsynced appends")
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "ingest_floor.json"))
+    args = parser.parse_args(argv)
+    turns, _, label = speed.corpus(Path(args.data))
+    source = speed.memories(turns, random.Random(0))
+    contents = [next(source) for _ in range(args.events)]
+    batch = DaemonConfig().batch_size
+    with tempfile.TemporaryDirectory(prefix="mnemod-floor-") as name:
+        base = Path(name)
+        (base / "floor").mkdir()
+        appends = append_floor(base, args.appends)
+        bare = floor(base / "floor", contents, args.agents, batch)
+        (base / "daemon").mkdir()
+        daemon = scale.ingest(base / "daemon", iter(contents), args.events, args.agents)
+    ratio = scale.ratio(bare["events_per_s"], daemon["events_per_s"])
+    print(f"durable ingest into an empty store, {args.events} adds by {args.agents} agent(s), "
+          f"batches of {batch}; corpus: {label}; {os.cpu_count()} CPUs")  # fmt: skip
+    rows = [("floor: XREADGROUP, append, fsync, XACK", bare), ("mnemod run", daemon)]
+    print(f"{'':<40}{'events/s':>10}{'batches':>10}")
+    for title, row in rows:
+        print(f"{title:<40}{row['events_per_s']:>10}{row['batches']:>10}")
+    print(f"floor / mnemod: {ratio}")
+    print(f"append + fsync of one add's record: p50 {appends['p50']} ms, p99 {appends['p99']} ms")
+    write_results(args.out, {"corpus": label, "batch_size": batch, "floor": bare,
+                             "daemon": daemon, "floor_vs_daemon": ratio,
+                             "append_fsync_ms": appends})  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,143 @@
+"""The leader's side of followers: each record into the namespace before it is appended to
+the log, each checkpoint published once written, the feed trimmed.
+
+Publishing first means a daemon's log is never ahead of the namespace by a record another
+daemon could have missed: a leader killed between the two has its record in the feed and
+takes it from there when it comes back; one killed before has published nothing, and its
+events, never acknowledged, are applied by the next leader. What Redis does not take (an
+outage) stays with the commit and is sent again; a publish this daemon may no longer make
+(FencedOut: the lease or the history moved on) stops it leading.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import redis
+import structlog
+
+from mnemod.files.change_log import ChangeLog, line_crc
+from mnemod.redisio.change_feed import ChangeFeed, FencedOut, Position
+from mnemod.runtime.catch_up import Standing, catch_up
+from mnemod.store.engine import Engine
+from mnemod.store.replica import folder_id
+
+log = structlog.get_logger("mnemod.feed")
+TAIL_CHUNK = 500  # records per publish of a new leader's tail
+
+
+class FeedPublisher:
+    def __init__(self, feed: ChangeFeed, engine: Engine, max_len: int) -> None:
+        self.feed = feed
+        self.engine = engine
+        self.log: ChangeLog = engine.commits.log
+        self.max_len = max_len
+        self.position = Position(0, 0)  # the namespace's, as this leader made it
+        self.checkpoint_seq = -1  # the last checkpoint published
+
+    def take_over(self) -> None:
+        """Under a freshly taken lease, before anything is committed or the hot layer is
+        touched: catch up to the committed position (Diverged if this copy is not on the
+        namespace's history), publish the records this copy holds beyond it (a commit the
+        CLI made while no daemon ran, a stop without Redis), a checkpoint when none a
+        follower could start from is published, then publish every commit."""
+        standing = catch_up(self.engine, self.feed)
+        last = Position(self.log.last_seq, self.log.last_crc or 0)
+        committed = self.feed.committed()
+        if standing is Standing.UNPUBLISHED or committed is None:
+            self.feed.start(last)
+            self.position = last
+        elif standing is Standing.AHEAD:
+            self.position, count = committed, 0
+            tail: list[bytes] = []
+            for _, line in self.log.lines_after(committed.seq):
+                tail.append(line)
+                if len(tail) == TAIL_CHUNK:  # a bounded script, however long the tail
+                    self.position, count = self.feed.publish(self.position, tail), count + len(tail)
+                    tail = []
+            self.position = self.feed.publish(self.position, tail)
+            log.info("feed.tail_published", records=count + len(tail), to_seq=self.position.seq)
+        else:
+            self.position = committed
+        self.engine.commits.publish = self
+        self.feed.mark_folder(folder_id(self.engine.paths))
+        published = self.feed.checkpoint_position()
+        self.checkpoint_seq = published.seq if published is not None else -1
+        if not self._checkpoint_usable():
+            self.republish()
+
+    def republish(self) -> None:
+        """Write a checkpoint of what is committed now and publish it (at a takeover with
+        none usable published, after Redis lost its data)."""
+        self.engine.checkpoint(force=True)  # a commit that waited for Redis is published first
+        if self.feed.committed() is None:
+            self.feed.start(self.position)  # Redis lost it: this leader's files are the truth
+        seq = self.engine.commits.checkpoint_seq
+        self.publish_checkpoint(seq, self._line_of(seq))
+
+    def __call__(self, lines: list[bytes]) -> None:
+        """Commits' hook: `lines` are the next records after the log's last; those this
+        leader already published (a publish whose append then failed) are not sent again."""
+        todo = lines[max(self.position.seq - self.log.last_seq, 0) :]
+        try:
+            self.position = self.feed.publish(self.position, todo)
+        except FencedOut:
+            # A publish whose reply a dropped connection took, retried with a record made
+            # since: the namespace is at one of ours. Go on from there.
+            committed = self.feed.committed()
+            ours = [
+                Position(self.position.seq + n, line_crc(line)) for n, line in enumerate(todo, 1)
+            ]
+            if committed is None or committed not in ours[:-1]:
+                raise
+            self.position = committed
+            self(lines)
+
+    def _checkpoint_usable(self) -> bool:
+        """A follower can start from the published checkpoint: the feed holds what
+        follows it."""
+        if self.checkpoint_seq < 0 or self.checkpoint_seq > self.position.seq:
+            return False
+        if self.checkpoint_seq == self.position.seq:
+            return True
+        following = self.feed.read_from(self.checkpoint_seq + 1, 1)
+        return bool(following) and following[0].seq == self.checkpoint_seq + 1
+
+    def wrap(self, job: Callable[[], int]) -> Callable[[], int]:
+        """A checkpoint job (store.commits) that publishes the checkpoint once written, on
+        the same thread, then trims the feed. A Redis error there is logged: the next
+        checkpoint is published instead."""
+
+        # the record the checkpoint ends at: the log's last as it is prepared
+        expected, line = self.log.last_seq, self.log.last_line
+
+        def run() -> int:
+            seq = job()
+            try:
+                self.publish_checkpoint(seq, line if seq == expected else None)
+                self.feed.trim(self.max_len)
+            except redis.RedisError as exc:
+                log.warning("feed.checkpoint_not_published", seq=seq, error=str(exc)[:200])
+            return seq
+
+        return run
+
+    def _line_of(self, seq: int) -> bytes | None:
+        if seq == self.log.last_seq:
+            return self.log.last_line
+        for record, found in self.log.lines_after(seq - 1):
+            return found if record["seq"] == seq else None
+        return None
+
+    def publish_checkpoint(self, seq: int, line: bytes | None) -> None:
+        """Publish index.json as written for `seq`, with that record's line (without it a
+        follower could not tell its copy's history: not published)."""
+        if seq > 0 and line is None:
+            log.warning("feed.checkpoint_not_published", seq=seq, error="its record is gone")
+            return
+        index = self.engine.paths.index.read_bytes()
+        if self.feed.publish_checkpoint(seq, line, index):
+            self.checkpoint_seq = max(self.checkpoint_seq, seq)
+
+    def trim(self) -> int:
+        return self.feed.trim(self.max_len)
