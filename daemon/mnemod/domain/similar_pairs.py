@@ -202,6 +202,17 @@ class KeywordIndex:
         self._drift += 1
         self._weights_drift += 1
 
+    @property
+    def drift(self) -> int:
+        """Adds and discards since the word counts were taken."""
+        return self._weights_drift
+
+    def discount(self, drift: int) -> None:
+        """Adds and discards that do not count toward taking the word counts again: those
+        of folding near-duplicates into their survivors (the folded entries' words are
+        mostly the survivors' too: the frequencies fall about in proportion)."""
+        self._weights_drift = max(0, self._weights_drift - drift)
+
     def changed_after(self, entry_id: str, upto: int) -> bool:
         """Whether `entry_id` changed (or left) after stamp `upto`."""
         return entry_id not in self._words or self._changed.get(entry_id, 0) > upto
@@ -213,27 +224,18 @@ class KeywordIndex:
         under other word counts.
 
         The word counts (`weights`) are taken again, without the indexed entries in
-        `absent` (expired ones), when there are none yet, under another rule, or once
-        more than `reweigh_at` of the entries they were taken from were added, changed or
-        removed since; a pair's verdict then rests on its two entries and those counts
-        alone, so a refused pair needs judging again only when one of them changes or the
-        counts are taken again (which looks from every entry)."""
+        `absent` (expired ones), when there are none yet, or once more than `reweigh_at`
+        of the entries they were taken from were added, changed or removed since (but for
+        `discount`ed changes); a pair's verdict then rests on its two entries and those
+        counts alone, so a refused pair needs judging again only when one of them changes
+        or the counts are taken again (which looks from every entry)."""
         counts = self.weights
-        if (
-            counts is None
-            or rule != self._settled_under_rule
-            or self._weights_drift > self.reweigh_at * max(1, counts.entries)
-        ):
+        if counts is None or self._weights_drift > self.reweigh_at * max(1, counts.entries):
             counts = self.weights = self._take_weights(absent, counts)
         settled = (rule, counts.version)
         if settled != self._settled_under:
             return Changes(tuple(self._words), self._stamp, settled)
         return Changes(tuple(self._changed), self._stamp, settled, self._pending)
-
-    @property
-    def _settled_under_rule(self) -> Hashable:
-        under = self._settled_under
-        return under[0] if isinstance(under, tuple) else None
 
     def _take_weights(self, absent: Iterable[str], last: WordCounts | None) -> WordCounts:
         frequency = Counter(self._frequency)

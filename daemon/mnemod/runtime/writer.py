@@ -9,7 +9,8 @@ While the log cannot be written (a full or read-only disk) no more events are re
 batch's record is tried again, with a backoff, and requests are still answered. A hot-layer
 update that Redis did not take is kept and sent again. Checkpoints are written on another
 thread. Whenever no request waits, it does a slice of the bookkeeping answers and changes
-leave (runtime.bookkeeping).
+leave (runtime.bookkeeping) and of the maintenance jobs in hand (runtime.maintenance: GC,
+expiry, the hot refresh).
 """
 
 from __future__ import annotations
@@ -31,12 +32,14 @@ from mnemod.redisio import streams
 from mnemod.redisio.dead_letters import dead_letter
 from mnemod.redisio.events import Event, is_applied, parse_event
 from mnemod.redisio.keys import GROUP, Keys
-from mnemod.runtime import bookkeeping
+from mnemod.runtime import bookkeeping, maintenance
 from mnemod.runtime.bookkeeping import Bookkeeping, Settler
 from mnemod.runtime.commands import Command
 from mnemod.runtime.hot_sync import HotSync
+from mnemod.runtime.maintenance import Job, Maintenance
 from mnemod.runtime.metrics import Metrics
 from mnemod.store.engine import Engine
+from mnemod.store.heap import freeze_young
 
 log = structlog.get_logger("mnemod.writer")
 CONSUMER = "writer"  # one name for every leader, so a new leader inherits the pending list
@@ -93,6 +96,7 @@ class Writer:
         self.unacked: list[str] = []  # applied (or skipped), not yet acknowledged
         self.hot_pending: dict[str, str] = {}  # changes Redis has not taken yet
         self.books = Bookkeeping(engine, hot, rpc, self.publish)
+        self.maintenance = Maintenance(engine, hot, self._commit_batch, self._job_finished)
         # the backlog (delivered before a crash, never acknowledged) first, then new ones
         self.read_from = {keys.events: "0", keys.rpc: "0"}
         self.last_commit = time.monotonic()
@@ -136,7 +140,8 @@ class Writer:
             del streams[self.keys.events]  # no more events until the log takes the last
         backlog = any(v != ">" for v in streams.values())
         deferred = self.books.due
-        wait = None if backlog or deferred else block_ms  # None: look, don't wait
+        busy = self.maintenance.busy
+        wait = None if backlog or deferred or busy else block_ms  # None: look, don't wait
         if (self._checkpoint is not None or self.commits.failing) and wait is not None:
             wait = min(SAVE_POLL_MS if self._checkpoint is not None else 100, wait)
         try:
@@ -159,8 +164,11 @@ class Writer:
         result = BatchResult()
         got: dict[str, int] = {}
         batches = cast(list[tuple[str, list[tuple[str, dict[str, str]]]]], replies or [])
-        if deferred and not any(messages for _, messages in batches):
-            self.books.run(bookkeeping.SLICE_SECONDS)
+        if not any(messages for _, messages in batches):
+            if deferred:
+                self.books.run(bookkeeping.SLICE_SECONDS)
+            if busy:
+                self.maintenance.run(maintenance.SLICE_SECONDS)
         for stream, messages in batches:
             got[stream] = len(messages)
             if messages and streams[stream] != ">":
@@ -188,6 +196,8 @@ class Writer:
             self._log_batch(result)
             if deferred and self.books.starved:
                 self.books.run(bookkeeping.CATCH_UP_SECONDS)
+            if busy and self.maintenance.starved:
+                self.maintenance.run(maintenance.CATCH_UP_SECONDS)
         return result
 
     def publish(self, changes: dict[str, str]) -> None:
@@ -241,10 +251,8 @@ class Writer:
             engine.remove(event.target, by=event.by)
         elif event.op == "promote":
             engine.promote(event.target, by=event.by)
-        elif event.op == "gc":
-            report = engine.gc(dry_run=event.dry_run, by=event.by)
-            self.record_job("gc", report.as_dict())
-            self.metrics.gc_reported(self.keys.namespace, report)
+        elif event.op == "gc":  # started: its report when it is done (_job_finished)
+            self.maintenance.start("gc_event", dry_run=event.dry_run, by=event.by)
 
     def dead_letter(
         self, event_id: str, raw: dict[str, str], error: str, request: bool = False
@@ -390,19 +398,10 @@ class Writer:
             self.commit()
             return
         self.books.run(None)  # a job sees every access (GC must not expire what was just used)
-        if command.kind in ("gc", "expiry"):
-            report = engine.gc(by="gc", expire_only=command.kind == "expiry")
-            self.record_job(command.kind, report.as_dict(summary=True))
-            self.metrics.gc_finished(
-                self.keys.namespace,
-                expired=report.expired,
-                merged=report.merged,
-                promoted=report.promoted,
-            )
-        elif command.kind == "hot_refresh":
-            count = self.hot.rebuild(self.engine)  # scores decay: recompute them all
-            self.record_job("hot_refresh", {"hot": count})
-        elif command.kind == "trim":
+        if command.kind in ("gc", "expiry", "hot_refresh"):
+            self.maintenance.start(command.kind)  # in slices, between batches
+            return
+        if command.kind == "trim":
             self.record_job("trim", self.trim())
         elif command.kind == "reload_l1":
             problems = engine.reload_l1(command.path)
@@ -415,6 +414,26 @@ class Writer:
             self.record_job("reload_l2", {"l2": len(engine.l2_entries)})
         self.commit(force=True)  # durable first, then visible
         self.publish(engine.drain_changes())
+
+    def _job_finished(self, job: Job, result: Any) -> None:
+        """What a maintenance job finished with, recorded as the job ran before slices."""
+        stall = {"slices": job.slices, "longest_slice_ms": round(job.longest_slice * 1000, 1)}
+        if job.kind == "hot_refresh":
+            self.record_job("hot_refresh", {**result, **stall})
+            return
+        if job.kind == "gc_event":
+            self.record_job("gc", {**result.as_dict(), **stall})
+            self.metrics.gc_reported(self.keys.namespace, result)
+        else:
+            self.record_job(job.kind, {**result.as_dict(summary=True), **stall})
+            self.metrics.gc_finished(
+                self.keys.namespace,
+                expired=result.expired,
+                merged=result.merged,
+                promoted=result.promoted,
+            )
+        if job.kind != "expiry" and not job.dry_run:
+            freeze_young()  # what GC left is long-lived again
 
     def record_job(self, name: str, result: dict[str, Any]) -> None:
         self.job_results[name] = {"at": self.clock.now().isoformat(), "ok": True, **result}

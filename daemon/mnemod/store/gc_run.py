@@ -43,6 +43,7 @@ class GcRun:
     ) -> None:
         self.engine, self.now, self.dry_run, self.by = engine, now, dry_run, by
         self.expire_only = expire_only
+        self.plan: GcPlan | None = None  # once made (then it is applied)
         self.report: GcReport | None = None
         self.changed = False  # the last `run` changed the engine (to commit)
         self.started = time.perf_counter()
@@ -77,9 +78,10 @@ class GcRun:
     def _run(self) -> Generator[None, None, GcReport]:
         engine = self.engine
         index = self._index = None if self.expire_only else engine.gc_index()
-        plan = yield from planning(
+        plan = self.plan = yield from planning(
             engine.entries, engine.config, self.now, expire_only=self.expire_only, index=index
         )
+        yield
         if self.dry_run:
             report = plan.report(list(engine.entries.values()), dry_run=True)
         else:
@@ -130,9 +132,12 @@ class GcRun:
                 continue
             survivor = engine.entries[survivor_id]
             taken = []
+            drift = index.drift if index is not None else 0
             for folded_id in folded_ids:
                 if engine.fold(survivor, engine.entries[folded_id], now, by):
                     taken.append(folded_id)
+            if index is not None:
+                index.discount(index.drift - drift)
             folds += len(members)
             merges.append((survivor_id, taken))
             self.changed = True
