@@ -31,7 +31,7 @@ from mnemod.domain.similar_pairs import (
     Verdict,
     WordCounts,
     finding_pairs,
-    merge_groups,
+    grouping,
     run_through,
 )
 
@@ -196,14 +196,10 @@ def planning(
     assert index.weights is not None  # taken by `changes`
     floor, rule = merge_rule(config, index.weights)
     similar, pending = yield from finding_pairs(index, changes, live, floor, rule)
-    similar = {  # without entries that left while the plan was made
-        a: {b: score for b, score in partners.items() if b in live}
-        for a, partners in similar.items()
-        if a in live
-    }
     folded: set[str] = set()
     grouped: set[str] = set()
-    for number, group in enumerate(merge_groups(similar, live)):
+    groups = yield from grouping(similar, live)
+    for number, group in enumerate(groups):
         if number % GROUP_STEP == GROUP_STEP - 1:
             yield
         survivor, *others = group

@@ -449,7 +449,7 @@ def overlap_score(mine: frozenset[str], theirs: tuple[str, ...]) -> float:
 
 
 Found = tuple[dict[str, dict[str, float]], set[tuple[str, str]]]
-STEP_ENTRIES = 20  # changed entries looked from between two yields of `finding_pairs`
+STEP_ENTRIES = 4  # changed entries looked from between two yields of `finding_pairs`
 
 
 def similar_pairs(
@@ -540,17 +540,30 @@ def finding_pairs(
 def merge_groups(
     similar: Mapping[str, Mapping[str, float]], entries: Mapping[str, Entry]
 ) -> list[list[Entry]]:
+    """`grouping` in one go."""
+    return run_through(grouping(similar, entries))
+
+
+def grouping(
+    similar: Mapping[str, Mapping[str, float]], entries: Mapping[str, Entry]
+) -> Generator[None, None, list[list[Entry]]]:
     """Groups (oldest first) in which every pair is similar; no chaining. Entries are taken
     oldest first; each opens a group and takes its ungrouped partners, most similar first,
-    that are similar to every member taken so far."""
+    that are similar to every member taken so far. Entries not in `entries` (gone since
+    the pairs were found) take no part. It yields every `STEP_ENTRIES` × 25 entries."""
     grouped: set[str] = set()
     groups: list[list[Entry]] = []
-    for entry in sorted((entries[i] for i in similar), key=lambda e: (e.created_at, e.id)):
+    present = [entries[i] for i in similar if i in entries]
+    yield
+    present.sort(key=lambda e: (e.created_at, e.id))
+    for step, entry in enumerate(present):
+        if step % (STEP_ENTRIES * 25) == STEP_ENTRIES * 25 - 1:
+            yield
         if entry.id in grouped:
             continue
         group = [entry]
         for other_id, _score in sorted(similar[entry.id].items(), key=lambda kv: (-kv[1], kv[0])):
-            if other_id in grouped:
+            if other_id in grouped or other_id not in entries:
                 continue
             if all(other_id in similar[member.id] for member in group[1:]):
                 group.append(entries[other_id])

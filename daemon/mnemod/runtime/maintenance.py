@@ -3,14 +3,20 @@ writer's thread (one writer per namespace: only it changes the engine) in slices
 `SLICE_SECONDS` between batches, and a request or event that arrives meanwhile waits for
 one slice at most.
 
+A checkpoint lists each entry's stored JSON (files.l3_store.EntryTexts); the writer
+prepares one only once none waits to be serialized (`texts_ready` serializes them a slice
+at a time first), so that taking it copies references and serializes nothing.
+
 A job is started by a command (the scheduler's) or an `op gc` event and queued; one runs
 at a time, and a job of a kind already queued or running is not queued twice (a full GC
 also expires: an expiry while one waits is dropped). The writer runs a slice whenever no
 event or request waits, and, under a load that never pauses, one after a batch once none
-ran for `STARVED_SECONDS`. After each slice that changed the engine, the writer commits it
-through the change log and brings the hot layer in step, as after any batch: a GC is
-durable slice by slice, and a crash in the middle loses nothing committed (the next GC
-finds what this one did not do). What each job finished with is handed to `finished`.
+ran for `STARVED_SECONDS`. What the slices changed is committed through the change log and
+brought into the hot layer every `COMMIT_SECONDS` and at the job's end, as after any batch
+(a batch's commit takes it too): a GC is durable a few slices at a time, and a crash in
+the middle loses nothing committed (the next GC finds what this one did not do). A job
+begins once the selections answered before it are recorded, in slices too. What each job
+finished with is handed to `finished`.
 """
 
 from __future__ import annotations
@@ -29,9 +35,11 @@ from mnemod.store.gc_run import GcRun
 
 log = structlog.get_logger("mnemod.maintenance")
 
+STALL_SECONDS = 0.05  # a stretch of the writer's loop longer than this is logged
 SLICE_SECONDS = 0.015  # one slice while nothing waits
 CATCH_UP_SECONDS = 0.01  # one slice after a batch, under a load that never pauses
-STARVED_SECONDS = 0.2  # ... once none ran for this long
+STARVED_SECONDS = 0.02  # ... once none ran for this long (a third of the time, at most)
+COMMIT_SECONDS = 0.25  # a job's changes are committed this often, and at its end
 
 
 class Steps(Protocol):
@@ -49,6 +57,7 @@ class Job:
     dry_run: bool = False
     by: str = "gc"
     steps: Steps | None = None
+    ready: bool = False  # the selections answered before it began are recorded
     started: float = 0.0
     slices: int = 0
     longest_slice: float = 0.0
@@ -61,13 +70,18 @@ class Maintenance:
         hot: HotSync,
         commit: Callable[[], None],
         finished: Callable[[Job, Any], None],
+        settle: Callable[[float | None], bool],
     ) -> None:
         """`commit` commits the engine's changes and brings the hot layer in step (the
-        writer's); `finished` takes a job and its result (a GcReport, or the refresh's)."""
+        writer's); `finished` takes a job and its result (a GcReport, or the refresh's);
+        `settle` records answered selections for about that long, True once none waits
+        (a job begins after them: GC must not expire what was just used)."""
         self.engine, self.hot = engine, hot
-        self.commit, self.finished = commit, finished
+        self.commit, self.finished, self.settle = commit, finished, settle
         self.queue: list[Job] = []
         self.last_run = time.monotonic()
+        self.committed_at = time.monotonic()
+        self.uncommitted = False
 
     @property
     def busy(self) -> bool:
@@ -92,6 +106,10 @@ class Maintenance:
         deadline = None if seconds is None else time.perf_counter() + seconds
         while self.queue:
             job = self.queue[0]
+            if not job.ready:
+                job.ready = self.settle(None if deadline is None else SLICE_SECONDS)
+                if not job.ready:
+                    return
             if job.steps is None:
                 job.steps = self._steps_of(job)
                 job.started = time.perf_counter()
@@ -100,8 +118,15 @@ class Maintenance:
             done = job.steps.run(left)
             job.slices += 1
             job.longest_slice = max(job.longest_slice, time.perf_counter() - began)
-            if job.steps.changed:
-                self.commit()  # durable slice by slice, then in the hot layer
+            note_stall(f"{job.kind} slice", began)
+            self.uncommitted = self.uncommitted or job.steps.changed
+            if self.uncommitted and (
+                done or time.monotonic() - self.committed_at >= COMMIT_SECONDS
+            ):
+                committing = time.perf_counter()
+                self.commit()  # durable a few slices at a time, then in the hot layer
+                self.committed_at, self.uncommitted = time.monotonic(), False
+                note_stall(f"{job.kind} commit", committing)
             if not done:
                 return
             self.queue.pop(0)
@@ -122,3 +147,19 @@ class Maintenance:
         if isinstance(steps, HotRefresh):
             return steps.result
         return None
+
+
+def texts_ready(engine: Engine) -> bool:
+    """Serialize a slice of the entries changed since they last were; True when none waits."""
+    texts = engine.texts
+    if texts.cold:
+        texts.warm(SLICE_SECONDS, engine.entries)
+    return not texts.cold
+
+
+def note_stall(what: str, began: float) -> None:
+    """Log a stretch of the writer's work since `began` (perf_counter) that kept every
+    request and event waiting longer than `STALL_SECONDS`, with what it was."""
+    took = time.perf_counter() - began
+    if took > STALL_SECONDS:
+        log.warning("writer.stalled", what=what, ms=round(took * 1000, 1))

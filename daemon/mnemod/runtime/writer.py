@@ -96,7 +96,9 @@ class Writer:
         self.unacked: list[str] = []  # applied (or skipped), not yet acknowledged
         self.hot_pending: dict[str, str] = {}  # changes Redis has not taken yet
         self.books = Bookkeeping(engine, hot, rpc, self.publish)
-        self.maintenance = Maintenance(engine, hot, self._commit_batch, self._job_finished)
+        self.maintenance = Maintenance(
+            engine, hot, self._commit_batch, self._job_finished, self._settle
+        )
         # the backlog (delivered before a crash, never acknowledged) first, then new ones
         self.read_from = {keys.events: "0", keys.rpc: "0"}
         self.last_commit = time.monotonic()
@@ -161,6 +163,7 @@ class Writer:
             self.ensure_groups()
             self.groups_recreated = True  # Redis may have lost its data: the daemon checks
             return BatchResult()
+        began = time.perf_counter()
         result = BatchResult()
         got: dict[str, int] = {}
         batches = cast(list[tuple[str, list[tuple[str, dict[str, str]]]]], replies or [])
@@ -198,6 +201,7 @@ class Writer:
                 self.books.run(bookkeeping.CATCH_UP_SECONDS)
             if busy and self.maintenance.starved:
                 self.maintenance.run(maintenance.CATCH_UP_SECONDS)
+        maintenance.note_stall("step", began)
         return result
 
     def publish(self, changes: dict[str, str]) -> None:
@@ -252,6 +256,7 @@ class Writer:
         elif event.op == "promote":
             engine.promote(event.target, by=event.by)
         elif event.op == "gc":  # started: its report when it is done (_job_finished)
+            self.books.seal()
             self.maintenance.start("gc_event", dry_run=event.dry_run, by=event.by)
 
     def dead_letter(
@@ -301,6 +306,13 @@ class Writer:
         command); `checkpoint` also writes a checkpoint and waits for it (shutdown). True
         when a checkpoint was started. Then, every `snapshot_interval`, what the
         bookkeeping gathered is sealed."""
+        began = time.perf_counter()
+        try:
+            return self._commit(force, checkpoint)
+        finally:
+            maintenance.note_stall("commit", began)
+
+    def _commit(self, force: bool, checkpoint: bool) -> bool:
         self._collect(wait=force)
         if force:
             self.books.run(None)
@@ -336,6 +348,8 @@ class Writer:
     def _start_checkpoint(self, force: bool) -> bool:
         if self._checkpoint is not None or not (force or self.commits.checkpoint_due()):
             return False
+        if not force and not maintenance.texts_ready(self.engine):
+            return False  # a slice of the entries serialized first; the next loop tries again
         started = time.perf_counter()
         job = self.engine.checkpoint_job()
         if job is None:
@@ -393,14 +407,22 @@ class Writer:
 
     # ---- commands from the scheduler and the watcher -------------------------------------
     def run_command(self, command: Command) -> None:
+        began = time.perf_counter()
+        try:
+            self._run_command(command)
+        finally:
+            maintenance.note_stall(command.kind, began)
+
+    def _run_command(self, command: Command) -> None:
         engine = self.engine
         if command.kind == "snapshot":
             self.commit()
             return
-        self.books.run(None)  # a job sees every access (GC must not expire what was just used)
         if command.kind in ("gc", "expiry", "hot_refresh"):
+            self.books.seal()  # recorded before the job begins, in slices (_settle)
             self.maintenance.start(command.kind)  # in slices, between batches
             return
+        self.books.run(None)
         if command.kind == "trim":
             self.record_job("trim", self.trim())
         elif command.kind == "reload_l1":
@@ -414,6 +436,12 @@ class Writer:
             self.record_job("reload_l2", {"l2": len(engine.l2_entries)})
         self.commit(force=True)  # durable first, then visible
         self.publish(engine.drain_changes())
+
+    def _settle(self, seconds: float | None) -> bool:
+        """Bookkeeping for a maintenance job about to begin; True once no answered
+        selection waits to be recorded."""
+        self.books.run(seconds)
+        return self.rpc is None or not self.rpc.unsettled
 
     def _job_finished(self, job: Job, result: Any) -> None:
         """What a maintenance job finished with, recorded as the job ran before slices."""
