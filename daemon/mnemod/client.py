@@ -36,10 +36,12 @@ from mnemod.domain.validation import UPDATABLE, check_unicode
 from mnemod.errors import InvalidInputError, MnemodError, RedisUnavailableError
 from mnemod.ids import is_valid_id, new_id, next_id
 from mnemod.redisio.connection import connect
-from mnemod.redisio.events import stream_id_key
-from mnemod.redisio.hot_layer import HotItem
-from mnemod.redisio.keys import GROUP, Keys
+from mnemod.redisio.dead_letters import dead_letter_error
+from mnemod.redisio.hot_layer import HotItem, HotLayer
+from mnemod.redisio.keys import Keys
 from mnemod.redisio.rpc import MAX_BUDGET, MAX_PROMPT_CHARS
+from mnemod.redisio.status_hash import read_status
+from mnemod.redisio.streams import EventStream
 
 __all__ = [
     "Client",
@@ -96,6 +98,8 @@ class Client:
         self.keys = Keys(prefix, namespace)
         self.socket_timeout = socket_timeout
         self.redis: redis.Redis = connect(url, socket_timeout=socket_timeout)
+        self.stream = EventStream(self.redis, self.keys)
+        self.hot_layer = HotLayer(self.redis, self.keys)
         self.last_event_id: str | None = None
         """Stream id of the last event this client sent (for `wait_applied`)."""
         self._last_id = ""
@@ -238,50 +242,31 @@ class Client:
         """The hot item with this id, or else with this `key` label; None when neither is in
         the hot layer (it may still exist in cold storage: resolve finds those)."""
         with _redis_errors():
-            data = cast(dict[str, str], self.redis.hgetall(self.keys.item(id_or_key)))
-            if not data:
-                found = cast("str | None", self.redis.get(self.keys.key(id_or_key)))
-                if not found:
-                    return None
-                data = cast(dict[str, str], self.redis.hgetall(self.keys.item(found)))
-                if not data:
-                    return None
-                id_or_key = found
-        return _item_dict(HotItem.from_hash(data.get("id") or id_or_key, data))
+            item = self.hot_layer.get(id_or_key)
+            if item is None:
+                found = self.hot_layer.id_for_key(id_or_key)
+                item = self.hot_layer.get(found) if found else None
+        return None if item is None else _item_dict(item)
 
     def hot_ids(self, layer: str = "l3", limit: int | None = 50) -> list[str]:
         """Ids of a layer's hot items: l3 and l2 highest score first (retention score,
         importance), l1 in file order. `limit=None` lists them all."""
-        name = self.keys.layer(layer)
-        stop = -1 if limit is None else limit - 1
-        if limit is not None and limit < 1:
-            return []
+        self.keys.layer(layer)  # an unknown layer is refused before any round trip
         with _redis_errors():
-            if layer == "l1":
-                return cast(list[str], self.redis.zrange(name, 0, stop))
-            return cast(list[str], self.redis.zrevrange(name, 0, stop))
+            return self.hot_layer.top(layer, limit)
 
     def hot(self, layer: str = "l3", limit: int | None = 50) -> list[dict[str, Any]]:
         """The hot items of a layer (see `hot_ids` for the order), read in one round trip."""
         ids = self.hot_ids(layer, limit)
         if not ids:
             return []
-        pipe = self.redis.pipeline(transaction=False)
-        for item_id in ids:
-            pipe.hgetall(self.keys.item(item_id))
-        with _redis_errors():
-            hashes = cast(list[dict[str, str]], pipe.execute())
-        # An item removed between the two reads is simply skipped.
-        return [
-            _item_dict(HotItem.from_hash(item_id, data))
-            for item_id, data in zip(ids, hashes, strict=True)
-            if data
-        ]
+        with _redis_errors():  # an item removed between the two reads is simply skipped
+            return [_item_dict(item) for item in self.hot_layer.get_many(ids)]
 
     def status(self) -> dict[str, str]:
         """The daemon's status hash (empty when no daemon ever ran on this namespace)."""
         with _redis_errors():
-            return cast(dict[str, str], self.redis.hgetall(self.keys.status))
+            return read_status(self.redis, self.keys)
 
     # -- resolve (rpc) -------------------------------------------------------------------
     def resolve(
@@ -322,7 +307,7 @@ class Client:
             fields["trace"] = "1"
         deadline = time.monotonic() + timeout
         with _redis_errors():
-            request_id = cast(str, self.redis.xadd(self.keys.rpc, cast(Any, fields)))
+            request_id = self.stream.request(fields)
             raw = self._pop(reply_to, deadline)
         if raw is None:
             raise NoAnswerError(
@@ -352,7 +337,7 @@ class Client:
         if by != "agent":
             fields["by"] = by
         with _redis_errors():
-            event_id = cast(str, self.redis.xadd(self.keys.events, cast(Any, fields)))
+            event_id = self.stream.append(fields)
         self.last_event_id = event_id
         if wait is not None:
             self.wait_applied(event_id, timeout=wait)
@@ -373,41 +358,11 @@ class Client:
 
     def _acknowledged(self, event_id: str) -> bool:
         with _redis_errors():
-            try:
-                groups = self.redis.xinfo_groups(self.keys.events)
-            except redis.ResponseError:
-                return False  # no stream or no group yet: the daemon never ran
-            for group in groups:
-                if group.get("name") != GROUP:
-                    continue
-                last = str(group.get("last-delivered-id") or "0-0")
-                if stream_id_key(last) < stream_id_key(event_id):
-                    return False
-                pending = self.redis.xpending_range(
-                    self.keys.events, GROUP, min=event_id, max=event_id, count=1
-                )
-                return not pending
-        return False
+            return self.stream.acknowledged(event_id)
 
-    def _dead_letter_error(self, event_id: str, scan_limit: int = 10_000) -> str | None:
-        """The error of the dead-letter entry for `event_id`, if there is one. Dead letters
-        are written after their event, so only entries from `event_id` on are looked at."""
-        start = event_id
-        seen = 0
+    def _dead_letter_error(self, event_id: str) -> str | None:
         with _redis_errors():
-            while seen < scan_limit:
-                batch = cast(
-                    list[tuple[str, dict[str, str]]],
-                    self.redis.xrange(self.keys.dead, min=start, max="+", count=200),
-                )
-                for _entry_id, fields in batch:
-                    if fields.get("event_id") == event_id:
-                        return fields.get("error") or "no reason given"
-                if len(batch) < 200:
-                    return None
-                seen += len(batch)
-                start = "(" + batch[-1][0]
-        return None
+            return dead_letter_error(self.redis, self.keys, event_id)
 
 
 def _target(id_or_key: str) -> str:

@@ -28,7 +28,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import redis
 
@@ -38,7 +38,6 @@ from mnemod.client import Client, NoAnswerError
 from mnemod.errors import LockedError, MnemodError, RedisUnavailableError
 from mnemod.files.atomic import atomic_write_text
 from mnemod.files.session_ledger import SessionLedger
-from mnemod.redisio.keys import GROUP
 
 if TYPE_CHECKING:
     from mnemod.domain.resolve import ResolveResult
@@ -160,19 +159,8 @@ def unanswered_for(client: Client) -> float:
     Unanswered is unread, or read and not acknowledged (a read blocked in Redis when the job
     began takes the next request). Older requests are left out: one a dead consumer never
     acknowledged must not keep every prompt from asking."""
-    rpc = client.keys.rpc
     try:
-        seconds, micros = client.redis.time()
-        now_ms = seconds * 1000 + micros // 1000
-        low, high = now_ms - UNANSWERED_WINDOW_MS, now_ms - int(BEHIND_SECONDS * 1000)
-        pending = client.redis.xpending_range(rpc, GROUP, str(low), str(high), 1)
-        waiting: list[object] = [p["message_id"] for p in pending]
-        groups = client.redis.xinfo_groups(rpc)
-        delivered = next((g["last-delivered-id"] for g in groups if g["name"] == GROUP), None)
-        if delivered is not None:
-            start = f"({delivered}" if _ms(delivered) >= low else str(low)
-            unread = cast(list[tuple[str, Any]], client.redis.xrange(rpc, start, str(high), 1))
-            waiting += [entry_id for entry_id, _ in unread]
+        now_ms, waiting = client.stream.unanswered(UNANSWERED_WINDOW_MS, int(BEHIND_SECONDS * 1000))
     except redis.RedisError:  # no stream or group yet, or a Redis that will not say
         return 0.0
     return max(((now_ms - _ms(i)) / 1000 for i in waiting), default=0.0)

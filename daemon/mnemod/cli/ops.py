@@ -7,7 +7,7 @@ import json
 import os
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, cast
+from typing import Any
 
 import redis
 
@@ -20,9 +20,14 @@ from mnemod.files.l1_files import L1Registry
 from mnemod.files.l2_markdown import L2Folder
 from mnemod.files.l3_store import load_index
 from mnemod.processes import describe_owner, owner_is_gone
-from mnemod.redisio.connection import check_version, connect
+from mnemod.redisio.connection import check_version, connect, memory_used
+from mnemod.redisio.dead_letters import dead_letter_count
 from mnemod.redisio.embedded import socket_path_for
-from mnemod.redisio.keys import GROUP, Keys
+from mnemod.redisio.hot_layer import HotLayer
+from mnemod.redisio.keys import Keys
+from mnemod.redisio.lease import lease_holder
+from mnemod.redisio.status_hash import read_status
+from mnemod.redisio.streams import EventStream
 from mnemod.store.paths import NamespacePaths, list_namespaces
 
 DEAD_LETTER_WARN = 1
@@ -83,8 +88,7 @@ def cmd_status(ctx: Context) -> int:
     client = connect_quietly(ctx)
     report: dict[str, Any] = {"data_dir": str(ctx.data_dir), "redis": redact_url(redis_url(ctx))}
     if client is not None:
-        memory = client.info("memory")
-        report["redis_memory"] = memory.get("used_memory_human")
+        report["redis_memory"] = memory_used(client)
     else:
         report["redis_memory"] = None
     report["namespaces"] = {ns: _namespace_status(ctx, ns, client) for ns in namespaces}
@@ -107,31 +111,24 @@ def _namespace_status(ctx: Context, namespace: str, client: redis.Redis | None) 
         info["daemon"] = "not running (Redis unreachable)"
         return info
     keys = Keys(ctx.config.redis.prefix, namespace)
-    status = cast(dict[str, str], client.hgetall(keys.status))
+    status = read_status(client, keys)
     running = is_running(status)
     info["daemon"] = (
         "running" if running else f"not running (last heartbeat {status.get('heartbeat', 'never')})"
     )
-    info["leader"] = client.get(keys.lease)
+    info["leader"] = lease_holder(client, keys)
     info["led_by"] = describe_owner(info["leader"]) if info["leader"] else None
-    info["hot"] = client.zcard(keys.hot)
-    info["l1"] = client.zcard(keys.l1)
-    info["l2"] = client.zcard(keys.l2)
-    info["pending"] = _pending(client, keys)
-    info["dead_letters"] = client.xlen(keys.dead) if client.exists(keys.dead) else 0
+    hot = HotLayer(client, keys)
+    info["hot"] = hot.count("l3")
+    info["l1"] = hot.count("l1")
+    info["l2"] = hot.count("l2")
+    info["pending"] = EventStream(client, keys).pending()
+    info["dead_letters"] = dead_letter_count(client, keys)
     for field in ("pid", "version", "started_at", "heartbeat", "last_event_id"):
         info[field] = status.get(field)
     for field in ("counts", "jobs", "l1_problems", "waiting"):
         info[field] = json.loads(status[field]) if status.get(field) else None
     return info
-
-
-def _pending(client: redis.Redis, keys: Keys) -> int:
-    try:
-        summary = client.xpending(keys.events, GROUP)
-    except redis.ResponseError:
-        return 0
-    return int(summary.get("pending", 0)) if summary else 0
 
 
 def _status_text(report: dict[str, Any]) -> str:
@@ -183,17 +180,17 @@ def run_checks(ctx: Context) -> list[Check]:
         checks.append(Check("daemon", "fail", "cannot be checked: Redis unreachable"))
         return checks
     keys = Keys(ctx.config.redis.prefix, ctx.namespace)
-    status = cast(dict[str, str], client.hgetall(keys.status))
+    status = read_status(client, keys)
     checks.append(_check_heartbeat(ctx, status))
     waiting = json.loads(status["waiting"]) if status.get("waiting") else {}
     detail = "; ".join(f"{name}: {why}" for name, why in sorted(waiting.items()))
     checks.append(Check("derived", "warn" if waiting else "ok", detail or "up to date"))
-    holder = client.get(keys.lease)
+    holder = lease_holder(client, keys)
     if holder is None:
         checks.append(Check("leader", "fail", f"no daemon holds namespace {ctx.namespace!r}"))
     else:
         checks.append(Check("leader", "ok", str(holder)))
-    dead = int(client.xlen(keys.dead)) if client.exists(keys.dead) else 0
+    dead = dead_letter_count(client, keys)
     checks.append(
         Check(
             "dead-letter",
@@ -201,7 +198,7 @@ def run_checks(ctx: Context) -> list[Check]:
             f"{dead} event(s) in {keys.dead}",
         )
     )
-    pending = _pending(client, keys)
+    pending = EventStream(client, keys).pending()
     checks.append(
         Check("backlog", "warn" if pending >= PENDING_WARN else "ok", f"{pending} pending event(s)")
     )

@@ -13,10 +13,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
+from typing import cast
 
 import redis
 import structlog
 from redis.backoff import NoBackoff
+from redis.cluster import RedisCluster
 from redis.retry import Retry
 
 from mnemod.config import redact_url
@@ -69,6 +71,11 @@ def connect(
     except ValueError as exc:
         # redis-py's message may quote the URL: rebuild it without the password.
         raise InvalidInputError("redis.url", f"cannot use {redact_url(url)!r}") from exc
+
+
+def is_cluster(client: redis.Redis) -> bool:
+    """Whether `client` talks to a Redis Cluster (`connect` types both alike)."""
+    return isinstance(client, RedisCluster)
 
 
 def replacing_foreign(client: redis.Redis, key: str, write: Callable[[], object]) -> None:
@@ -141,6 +148,11 @@ def check_version(client: redis.Redis, url: str = "") -> tuple[int, int, int]:
         shown = ".".join(map(str, version))
         raise RedisUnavailableError(f"{where}: Redis {shown} is too old, mnemod needs 6.2 or newer")
     return version
+
+
+def memory_used(client: redis.Redis) -> str | None:
+    """What the server says it uses (`used_memory_human`)."""
+    return cast("str | None", client.info("memory").get("used_memory_human"))
 
 
 def describe(exc: BaseException) -> str:

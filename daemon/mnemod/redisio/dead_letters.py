@@ -35,3 +35,30 @@ def dead_letter(
         pipe.execute()
 
     replacing_foreign(client, keys.dead, write)
+
+
+def dead_letter_error(
+    client: redis.Redis, keys: Keys, event_id: str, scan_limit: int = 10_000
+) -> str | None:
+    """The error of the dead-letter entry for `event_id`, if there is one. Dead letters
+    are written after their event, so only entries from `event_id` on are looked at."""
+    start = event_id
+    seen = 0
+    while seen < scan_limit:
+        batch = cast(
+            list[tuple[str, dict[str, str]]],
+            client.xrange(keys.dead, min=start, max="+", count=200),
+        )
+        for _entry_id, fields in batch:
+            if fields.get("event_id") == event_id:
+                return fields.get("error") or "no reason given"
+        if len(batch) < 200:
+            return None
+        seen += len(batch)
+        start = "(" + batch[-1][0]
+    return None
+
+
+def dead_letter_count(client: redis.Redis, keys: Keys) -> int:
+    """Entries in the dead-letter stream (0 when there is none)."""
+    return int(client.xlen(keys.dead)) if client.exists(keys.dead) else 0

@@ -226,17 +226,47 @@ class HotLayer:
     # -- reads ---------------------------------------------------------------------------
     def get(self, item_id: str) -> HotItem | None:
         data = cast(dict[str, str], self.client.hgetall(self.keys.item(item_id)))
-        return HotItem.from_hash(item_id, data) if data else None
+        return HotItem.from_hash(data.get("id") or item_id, data) if data else None
+
+    def get_many(self, item_ids: Sequence[str]) -> list[HotItem]:
+        """The items still stored among `item_ids`, in their order, in one round trip."""
+        pipe = self.client.pipeline(transaction=False)
+        for item_id in item_ids:
+            pipe.hgetall(self.keys.item(item_id))
+        hashes = cast(list[dict[str, str]], pipe.execute())
+        return [
+            HotItem.from_hash(item_id, data)
+            for item_id, data in zip(item_ids, hashes, strict=True)
+            if data
+        ]
+
+    def top(self, layer: str, limit: int | None) -> list[str]:
+        """Up to `limit` ids of a layer (None: all): l1 in file order, the others highest
+        score first."""
+        stop = -1 if limit is None else limit - 1
+        if limit is not None and limit < 1:
+            return []
+        if layer == "l1":
+            return cast(list[str], self.client.zrange(self.keys.layer(layer), 0, stop))
+        return cast(list[str], self.client.zrevrange(self.keys.layer(layer), 0, stop))
 
     def ids(self, layer: str) -> list[str]:
         """Ids of a layer's items, lowest score first."""
         return cast(list[str], self.client.zrange(self.keys.layer(layer), 0, -1))
+
+    def count(self, layer: str) -> int:
+        """How many items a layer holds."""
+        return int(self.client.zcard(self.keys.layer(layer)))
 
     def id_for_key(self, label: str) -> str | None:
         return cast("str | None", self.client.get(self.keys.key(label)))
 
     def marker(self) -> str | None:
         return cast("str | None", self.client.get(self.keys.marker))
+
+    def marked(self) -> bool:
+        """Whether the marker key is there (see `mark`)."""
+        return bool(self.client.exists(self.keys.marker))
 
     def all_ids(self) -> set[str]:
         """Every id with a hash or a layer-set entry (a full rebuild looks at both)."""

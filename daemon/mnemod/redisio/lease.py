@@ -45,6 +45,7 @@ class Lease:
         self.ttl_ms = max(1, round(seconds * 1000))
         self.ttl = self.ttl_ms / 1000  # seconds: renew every ttl/3 or so
         self.client = client
+        self.keys = keys
         self.key = keys.lease
         self.owner_id = owner_id
         self._renew = client.register_script(_RENEW)
@@ -74,4 +75,9 @@ class Lease:
 
     def holder(self) -> str | None:
         """Owner id of the current leader, None when nobody holds the lease."""
-        return cast("str | None", self.client.get(self.key))
+        return lease_holder(self.client, self.keys)
+
+
+def lease_holder(client: redis.Redis, keys: Keys) -> str | None:
+    """Owner id of a namespace's leader, None when nobody holds its lease."""
+    return cast("str | None", client.get(keys.lease))

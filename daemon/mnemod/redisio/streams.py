@@ -1,43 +1,138 @@
-"""The consumer side of the events and rpc streams: acknowledging, counting what is
-pending, trimming what was acknowledged. The writer decides when; this speaks Redis."""
+"""The events and rpc streams of one namespace: appending to them (agents), reading,
+acknowledging and trimming them (the daemon's consumer group), and what is still pending
+(the CLI, the hook, `wait_applied`). The writer decides when; this speaks Redis."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
 
 import redis
 
+from mnemod.redisio.events import stream_id_key
 from mnemod.redisio.keys import GROUP, Keys
 
 ACK_CHUNK = 1000  # ids per XACK
 
-
-def acknowledge(client: redis.Redis, keys: Keys, events: Sequence[str]) -> None:
-    """XACK `events` of the events stream, in one round trip."""
-    pipe = client.pipeline(transaction=False)
-    for start in range(0, len(events), ACK_CHUNK):
-        pipe.xack(keys.events, GROUP, *events[start : start + ACK_CHUNK])
-    pipe.execute()
+Batches = list[tuple[str, list[tuple[str, dict[str, str]]]]]
+"""What XREADGROUP returns: per stream, its entries as (id, fields)."""
 
 
-def pending_events(client: redis.Redis, keys: Keys) -> int:
-    """Events delivered to the group and not acknowledged yet."""
-    summary = client.xpending(keys.events, GROUP)
-    return int(summary.get("pending", 0)) if summary else 0
+class GroupMissingError(Exception):
+    """The consumer group, or the stream read, is gone (NOGROUP, or UNBLOCKED by a FLUSHALL
+    or DEL while the read waited): Redis may have lost its data."""
 
 
-def trim(client: redis.Redis, keys: Keys, last_applied: str | None, dead_max_len: int) -> int:
-    """Trim acknowledged events (below the oldest pending one, at most up to the last
-    applied id) and answered requests (acknowledged as soon as they are answered), and cap
-    the dead letters; returns how many entries went."""
-    trimmed = 0
-    for stream, floor in ((keys.events, last_applied), (keys.rpc, None)):
-        summary = client.xpending(stream, GROUP)
-        oldest = summary.get("min") if summary and summary.get("pending") else None
-        minid = oldest or floor
-        if stream == keys.rpc and oldest is None:
-            minid = client.xinfo_stream(stream).get("last-generated-id")
-        if minid:
-            trimmed += int(client.xtrim(stream, minid=minid, approximate=False))
-    trimmed += int(client.xtrim(keys.dead, maxlen=dead_max_len, approximate=True))
-    return trimmed
+class EventStream:
+    """The consumer group `GROUP` over the namespace's events and rpc streams."""
+
+    def __init__(self, client: redis.Redis, keys: Keys) -> None:
+        self.client = client
+        self.keys = keys
+
+    # ---- agents' side ------------------------------------------------------------------
+    def append(self, fields: Mapping[str, str]) -> str:
+        """XADD an event; its stream id."""
+        return cast(str, self.client.xadd(self.keys.events, cast(Any, fields)))
+
+    def request(self, fields: Mapping[str, str]) -> str:
+        """XADD a request to the rpc stream; its stream id."""
+        return cast(str, self.client.xadd(self.keys.rpc, cast(Any, fields)))
+
+    # ---- the daemon's side -------------------------------------------------------------
+    def ensure_groups(self) -> None:
+        """Create the consumer groups (from the stream's start: events written before the
+        first daemon ran are applied too)."""
+        for stream in (self.keys.events, self.keys.rpc):
+            try:
+                self.client.xgroup_create(stream, GROUP, id="0", mkstream=True)
+            except redis.ResponseError as exc:
+                if "BUSYGROUP" not in str(exc):
+                    raise
+
+    def read(
+        self, consumer: str, start: Mapping[str, str], count: int, block: int | None
+    ) -> Batches:
+        """XREADGROUP from each stream of `start` (its id, or `>` for new entries), waiting
+        up to `block` ms (None: not at all). GroupMissingError when the group is gone."""
+        try:
+            replies = self.client.xreadgroup(
+                GROUP,
+                consumer,
+                dict(start),  # type: ignore[arg-type]
+                count=count,
+                block=block,
+            )
+        except redis.ResponseError as exc:
+            if not str(exc).startswith(("NOGROUP", "UNBLOCKED")):
+                raise
+            raise GroupMissingError(str(exc)[:80]) from exc
+        return cast(Batches, replies or [])
+
+    def acknowledge(self, events: Sequence[str]) -> None:
+        """XACK `events` of the events stream, in one round trip."""
+        pipe = self.client.pipeline(transaction=False)
+        for start in range(0, len(events), ACK_CHUNK):
+            pipe.xack(self.keys.events, GROUP, *events[start : start + ACK_CHUNK])
+        pipe.execute()
+
+    def pending(self) -> int:
+        """Events delivered to the group and not acknowledged yet (0 with no group)."""
+        try:
+            summary = self.client.xpending(self.keys.events, GROUP)
+        except redis.ResponseError:
+            return 0
+        return int(summary.get("pending", 0)) if summary else 0
+
+    def trim(self, last_applied: str | None, dead_max_len: int) -> int:
+        """Trim acknowledged events (below the oldest pending one, at most up to the last
+        applied id) and answered requests (acknowledged as soon as they are answered), and
+        cap the dead letters; returns how many entries went."""
+        client, keys = self.client, self.keys
+        trimmed = 0
+        for stream, floor in ((keys.events, last_applied), (keys.rpc, None)):
+            summary = client.xpending(stream, GROUP)
+            oldest = summary.get("min") if summary and summary.get("pending") else None
+            minid = oldest or floor
+            if stream == keys.rpc and oldest is None:
+                minid = client.xinfo_stream(stream).get("last-generated-id")
+            if minid:
+                trimmed += int(client.xtrim(stream, minid=minid, approximate=False))
+        trimmed += int(client.xtrim(keys.dead, maxlen=dead_max_len, approximate=True))
+        return trimmed
+
+    # ---- what is still waiting -----------------------------------------------------------
+    def acknowledged(self, event_id: str) -> bool:
+        """The group read `event_id` and acknowledged it (False with no stream or group)."""
+        try:
+            groups = self.client.xinfo_groups(self.keys.events)
+        except redis.ResponseError:
+            return False  # no stream or no group yet: the daemon never ran
+        for group in groups:
+            if group.get("name") != GROUP:
+                continue
+            last = str(group.get("last-delivered-id") or "0-0")
+            if stream_id_key(last) < stream_id_key(event_id):
+                return False
+            pending = self.client.xpending_range(
+                self.keys.events, GROUP, min=event_id, max=event_id, count=1
+            )
+            return not pending
+        return False
+
+    def unanswered(self, window_ms: int, behind_ms: int) -> tuple[int, list[str]]:
+        """Redis's time (ms) and the requests of the last `window_ms` older than
+        `behind_ms` the group has not acknowledged: unread, or read and pending."""
+        rpc = self.keys.rpc
+        seconds, micros = self.client.time()
+        now_ms = seconds * 1000 + micros // 1000
+        low, high = now_ms - window_ms, now_ms - behind_ms
+        pending = self.client.xpending_range(rpc, GROUP, str(low), str(high), 1)
+        waiting = [str(p["message_id"]) for p in pending]
+        groups = self.client.xinfo_groups(rpc)
+        delivered = next((g["last-delivered-id"] for g in groups if g["name"] == GROUP), None)
+        if delivered is not None:
+            start = f"({delivered}" if stream_id_key(str(delivered))[0] >= low else str(low)
+            unread = cast(list[tuple[str, Any]], self.client.xrange(rpc, start, str(high), 1))
+            waiting += [entry_id for entry_id, _ in unread]
+        return now_ms, waiting

@@ -71,10 +71,10 @@ class HotSync:
         self.layer.apply(items, sorted(set(self.layer.ids("l1")) - wanted))
 
     def marker_present(self) -> bool:
-        return bool(self.client.exists(self.keys.marker))
+        return self.layer.marked()
 
     def count(self) -> int:
-        return int(self.client.zcard(self.keys.hot))
+        return self.layer.count("l3")
 
     # ---- per-batch changes -----------------------------------------------------------------
     def apply_changes(self, engine: Engine, changes: dict[str, str]) -> None:

@@ -1,16 +1,16 @@
 """Serving resolve requests from the rpc stream inside the writer (resolve records accesses,
-so it runs where the engine is owned). The `once` ledger of a session lives in Redis.
+so it runs where the engine is owned). The `once` ledger of a session lives in Redis, the
+answers go out on a `ReplyChannel` (redisio.replies).
 
 A request is answered first; the accesses its selection records are gathered, sealed once
 per snapshot interval and recorded when no request is waiting (`seal`, `settle`, called by
-the writer's bookkeeping), so a busy agent does not wait for them. Answers go out on a
-connection kept for them, and Redis's replies to a batch's answers are read after the batch
-(`collect`): the daemon is back at the stream before an agent's next request comes.
+the writer's bookkeeping), so a busy agent does not wait for them. Redis's replies to a
+batch's answers are read after the batch (`collect`): the daemon is back at the stream
+before an agent's next request comes.
 """
 
 from __future__ import annotations
 
-import hashlib
 import time
 from dataclasses import dataclass
 from datetime import datetime
@@ -18,15 +18,13 @@ from datetime import datetime
 import orjson
 import redis
 import structlog
-from redis.connection import Connection
-from redis.exceptions import NoScriptError
 
 from mnemod.clock import Clock
 from mnemod.errors import InvalidInputError
 from mnemod.redisio.dead_letters import dead_letter
-from mnemod.redisio.keys import GROUP, Keys
+from mnemod.redisio.keys import Keys
+from mnemod.redisio.replies import ReplyChannel
 from mnemod.redisio.rpc import (
-    REPLY_TTL_SECONDS,
     ResolveRequest,
     parse_request,
     reply_target,
@@ -37,12 +35,6 @@ from mnemod.runtime.metrics import Metrics
 from mnemod.store.engine import Engine
 
 log = structlog.get_logger("mnemod.rpc")
-# RPUSH, then EXPIRE only if the push worked (a script stops at the first error)
-_PUSH_REPLY = """
-local pushed = redis.call('RPUSH', KEYS[1], ARGV[1])
-redis.call('EXPIRE', KEYS[1], ARGV[2])
-return pushed
-"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +44,6 @@ class _Sent:
     request_id: str
     raw: dict[str, str]
     target: str
-    body: bytes
 
 
 class RpcServer:
@@ -67,21 +58,13 @@ class RpcServer:
         # entry id -> (times selected, the last time): gathered until `seal`, then settled
         self._picked: dict[str, tuple[int, datetime]] = {}
         self._sealed: dict[str, tuple[int, datetime]] = {}
-        # called by its digest, loaded on first use (and again after a Redis restart): a
-        # pipeline holding a registered script would ask SCRIPT EXISTS on every answer
-        self._push_sha = hashlib.sha1(_PUSH_REPLY.encode(), usedforsecurity=False).hexdigest()
-        # answers go out on a connection of their own, taken from the pool once (`_push`),
-        # and Redis's replies to them are read after the batch (`collect`)
-        self._connection: Connection | None = None
-        self._sent: list[_Sent] = []
+        self.replies = ReplyChannel(client, keys)
+        self._sent: list[_Sent] = []  # answers whose replies are read by `collect`
 
     def close(self) -> None:
-        """Give the answers' connection back to the pool (closed if replies were unread)."""
-        if self._connection is not None:
-            if self._sent:
-                self._drop_connection()
-            self.client.connection_pool.release(self._connection)
-            self._connection = None
+        """Give the answers' connection back (closed if replies were unread)."""
+        self._sent = []
+        self.replies.close()
 
     @property
     def unsettled(self) -> int:
@@ -138,8 +121,8 @@ class RpcServer:
         if request.session:
             remember_once(self.client, self.keys, request.session, result.once_ids)
         payload = {"id": request_id, **result_payload(result, request.trace)}
-        body = self._push(request.reply_to, payload, request_id)
-        self._sent.append(_Sent(request_id, raw, request.reply_to, body))
+        self._push(request.reply_to, payload, request_id)
+        self._sent.append(_Sent(request_id, raw, request.reply_to))
         # The accesses (what Engine.resolve records by default) are gathered and recorded
         # later, each entry's at once: an agent waits for its answer, not for them, and they
         # are no ranking evidence.
@@ -162,8 +145,8 @@ class RpcServer:
         log.warning("rpc.rejected", request_id=request_id, error=error[:300])
         if target is not None:
             self.collect()  # the connection's replies come in order: earlier answers' first
-            body = self._push(target, {"ok": False, "id": request_id, "error": error}, request_id)
-            refused = self._pushed(self._read_replies(), target, body)
+            self._push(target, {"ok": False, "id": request_id, "error": error}, request_id)
+            refused = self.replies.receive()
             if refused is None:
                 return
             error = f"{error}; the error answer failed too: {refused}"
@@ -179,76 +162,15 @@ class RpcServer:
         sent, self._sent = self._sent, []
         if not sent:
             return
-        replies = [self._read_replies() for _ in sent]  # all first: `_refuse` sends more
-        for answer, pushed in zip(sent, replies, strict=True):
-            refused = self._pushed(pushed, answer.target, answer.body)
+        refusals = [self.replies.receive() for _ in sent]  # all first: `_refuse` sends more
+        for answer, refused in zip(sent, refusals, strict=True):
             if refused is not None:
                 self._refuse(
                     answer.request_id, answer.raw, f"cannot answer: {refused}", answer.target
                 )
 
-    def _push(self, target: str, payload: dict[str, object], request_id: str) -> bytes:
-        """Send the answer, its expiry and the request's acknowledgement in one write (an
-        answered request needs no snapshot); returns the answer as sent. The answer and its
-        expiry are one script, so that a `reply_to` holding another type of key gets neither
-        (an EXPIRE alone would set a timer on the agent's own key); a waiting BLPOP is served
-        as soon as the answer is pushed. orjson: a 1,000-token answer is about 10 KB of JSON,
-        which the standard library takes 0.1-0.3 ms to write here.
-
-        On a connection kept for the answers: a redis-py pipeline takes a connection from
-        the pool, checks it and gives it back on every answer, which was a fifth of what an
-        answer costs after the resolve. Like the pool, it first checks that the server has
-        not closed the connection (an idle timeout, CLIENT KILL, a restart)."""
-        body = orjson.dumps(payload)
-        connection = self._connection
-        if connection is None:
-            connection = self._connection = self.client.connection_pool.get_connection()
-        if not self._sent:  # no replies owed, so anything to read means it was closed
-            try:
-                if connection.can_read():
-                    self._drop_connection()
-            except (redis.ConnectionError, OSError):
-                self._drop_connection()
-        packed = connection.pack_commands(  # type: ignore[no-untyped-call]  # redis-py: untyped
-            [
-                ("EVALSHA", self._push_sha, 1, target, body, REPLY_TTL_SECONDS),
-                ("XACK", self.keys.rpc, GROUP, request_id),
-            ]
-        )
-        connection.send_packed_command(packed)  # type: ignore[no-untyped-call]  # reconnects
-        return body
-
-    def _read_replies(self) -> object:
-        """Redis's replies to one `_push`: the push's (an error reply as its exception, not
-        raised); the acknowledgement's is read and left."""
-        connection = self._connection
-        assert connection is not None  # a push came first
-        replies: list[object] = []
-        for _ in range(2):
-            try:
-                replies.append(connection.read_response())
-            except redis.ResponseError as exc:
-                replies.append(exc)
-            except BaseException:
-                self._drop_connection()  # the replies still owed went with it
-                raise
-        return replies[0]
-
-    def _pushed(self, pushed: object, target: str, body: bytes) -> redis.ResponseError | None:
-        """None when the answer is in `target`, else why Redis refused it. A script Redis
-        does not know (its first use, or Redis restarted) is loaded and the push made again."""
-        if isinstance(pushed, NoScriptError):
-            self._push_sha = self.client.script_load(_PUSH_REPLY)
-            try:
-                self.client.evalsha(self._push_sha, 1, target, body, REPLY_TTL_SECONDS)
-            except redis.ResponseError as exc:
-                return exc
-            return None
-        return pushed if isinstance(pushed, redis.ResponseError) else None
-
-    def _drop_connection(self) -> None:
-        """Forget the answers whose replies were on the connection, and close it (the next
-        push reconnects)."""
-        self._sent = []
-        if self._connection is not None:
-            self._connection.disconnect()  # type: ignore[no-untyped-call]  # redis-py: untyped
+    def _push(self, target: str, payload: dict[str, object], request_id: str) -> None:
+        """Send the answer and the request's acknowledgement (an answered request needs no
+        snapshot). orjson: a 1,000-token answer is about 10 KB of JSON, which the standard
+        library takes 0.1-0.3 ms to write here."""
+        self.replies.send(target, orjson.dumps(payload), request_id)

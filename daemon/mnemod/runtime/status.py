@@ -11,8 +11,8 @@ import redis
 from mnemod import __version__
 from mnemod.clock import Clock, format_time
 from mnemod.config import redact_url
-from mnemod.redisio.connection import replacing_foreign
 from mnemod.redisio.keys import Keys
+from mnemod.redisio.status_hash import write_status
 from mnemod.runtime.hot_sync import HotSync
 from mnemod.runtime.scheduler import Scheduler
 from mnemod.runtime.writer import Writer
@@ -58,8 +58,4 @@ class StatusWriter:
             "l1_problems": json.dumps([str(p) for p in engine.l1_problems]),
             "waiting": json.dumps(engine.derived_waiting),
         }
-        replacing_foreign(
-            self.client,
-            self.keys.status,
-            lambda: self.client.hset(self.keys.status, mapping=fields),  # type: ignore[arg-type]
-        )
+        write_status(self.client, self.keys, fields)

@@ -15,12 +15,11 @@ expiry, the hot refresh).
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 import redis
 import structlog
@@ -28,10 +27,11 @@ import structlog
 from mnemod.clock import Clock
 from mnemod.config import Config
 from mnemod.errors import InvalidInputError, NotFoundError
-from mnemod.redisio import streams
+from mnemod.redisio.changes import publish_changes
 from mnemod.redisio.dead_letters import dead_letter
 from mnemod.redisio.events import Event, is_applied, parse_event
-from mnemod.redisio.keys import GROUP, Keys
+from mnemod.redisio.keys import Keys
+from mnemod.redisio.streams import EventStream, GroupMissingError
 from mnemod.runtime import bookkeeping, maintenance
 from mnemod.runtime.bookkeeping import Bookkeeping, Settler
 from mnemod.runtime.commands import Command
@@ -88,6 +88,7 @@ class Writer:
         self.commits = engine.commits  # when changes are durable, and what follows them
         self.client = client
         self.keys = keys
+        self.stream = EventStream(client, keys)
         self.config = config
         self.clock = clock
         self.hot = hot
@@ -118,12 +119,7 @@ class Writer:
     def ensure_groups(self) -> None:
         """Create the consumer groups (from the stream's start: events written before the
         first daemon ran are applied too)."""
-        for stream in (self.keys.events, self.keys.rpc):
-            try:
-                self.client.xgroup_create(stream, GROUP, id="0", mkstream=True)
-            except redis.ResponseError as exc:
-                if "BUSYGROUP" not in str(exc):
-                    raise
+        self.stream.ensure_groups()
 
     def reread_pending(self) -> None:
         """After a lost connection: read both streams' pending entries again from the
@@ -147,26 +143,15 @@ class Writer:
         if (self._checkpoint is not None or self.commits.failing) and wait is not None:
             wait = min(SAVE_POLL_MS if self._checkpoint is not None else 100, wait)
         try:
-            replies = self.client.xreadgroup(
-                GROUP,
-                CONSUMER,
-                streams,  # type: ignore[arg-type]
-                count=self.config.daemon.batch_size,
-                block=wait,
-            )
-        except redis.ResponseError as exc:
-            # NOGROUP: the group is gone; UNBLOCKED: the stream vanished while we waited on
-            # it (FLUSHALL, DEL). Either way Redis may have lost its data.
-            if not str(exc).startswith(("NOGROUP", "UNBLOCKED")):
-                raise
-            log.warning("events.group_missing", stream=self.keys.events, error=str(exc)[:80])
+            batches = self.stream.read(CONSUMER, streams, self.config.daemon.batch_size, wait)
+        except GroupMissingError as exc:
+            log.warning("events.group_missing", stream=self.keys.events, error=str(exc))
             self.ensure_groups()
             self.groups_recreated = True  # Redis may have lost its data: the daemon checks
             return BatchResult()
         began = time.perf_counter()
         result = BatchResult()
         got: dict[str, int] = {}
-        batches = cast(list[tuple[str, list[tuple[str, dict[str, str]]]]], replies or [])
         if not any(messages for _, messages in batches):
             if deferred:
                 self.books.run(bookkeeping.SLICE_SECONDS)
@@ -222,10 +207,7 @@ class Writer:
             for entry_id, op in pending.items():  # newer changes win
                 self.hot_pending.setdefault(entry_id, op)
             raise
-        pipe = self.client.pipeline(transaction=False)
-        for entry_id, op in pending.items():
-            pipe.publish(self.keys.changes, dumps({"op": op, "id": entry_id}))
-        pipe.execute()
+        publish_changes(self.client, self.keys, pending)
 
     def _apply_one(self, event_id: str, raw: dict[str, str], result: BatchResult) -> None:
         self.unacked.append(event_id)
@@ -400,7 +382,7 @@ class Writer:
     def _ack(self) -> None:
         events, self.unacked = self.unacked, []
         try:
-            streams.acknowledge(self.client, self.keys, events)
+            self.stream.acknowledge(events)
         except redis.RedisError:
             self.unacked = events + self.unacked  # durable: acknowledged (or skipped) later
             raise
@@ -468,14 +450,10 @@ class Writer:
 
     def trim(self) -> dict[str, Any]:
         max_len = self.config.daemon.stream_max_len
-        return {"trimmed": streams.trim(self.client, self.keys, self.engine.last_event_id, max_len)}
+        return {"trimmed": self.stream.trim(self.engine.last_event_id, max_len)}
 
     def pending_count(self) -> int:
-        return streams.pending_events(self.client, self.keys)
-
-
-def dumps(data: Any) -> str:
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+        return self.stream.pending()
 
 
 def _timed(write: Callable[[], int]) -> tuple[int, float]:
