@@ -37,6 +37,7 @@ from bisect import bisect_left, bisect_right
 from collections import Counter, defaultdict
 from collections.abc import Callable, Generator, Hashable, Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import NamedTuple, TypeVar, cast
 
 from mnemod.domain.model import Entry
@@ -553,13 +554,19 @@ def grouping(
     the pairs were found) take no part. It yields every `STEP_ENTRIES` × 25 entries."""
     grouped: set[str] = set()
     groups: list[list[Entry]] = []
-    present = [entries[i] for i in similar if i in entries]
+    keyed: list[tuple[datetime, str]] = []
+    for step, entry_id in enumerate(similar):
+        if step % (STEP_ENTRIES * 500) == STEP_ENTRIES * 500 - 1:
+            yield
+        if entry_id in entries:
+            keyed.append((entries[entry_id].created_at, entry_id))
+    keyed.sort()
     yield
-    present.sort(key=lambda e: (e.created_at, e.id))
-    for step, entry in enumerate(present):
+    for step, (_, entry_id) in enumerate(keyed):
         if step % (STEP_ENTRIES * 25) == STEP_ENTRIES * 25 - 1:
             yield
-        if entry.id in grouped:
+        entry = entries.get(entry_id)
+        if entry is None or entry_id in grouped:
             continue
         group = [entry]
         for other_id, _score in sorted(similar[entry.id].items(), key=lambda kv: (-kv[1], kv[0])):
