@@ -28,7 +28,7 @@ from mnemod.store.engine import Engine
 log = structlog.get_logger("mnemod.hot")
 
 SCORE_STEP = 2000  # entries scored between two yields
-WRITE_STEP = 200  # items written to (or removed from) Redis between two yields
+WRITE_STEP = 50  # items written to (or removed from) Redis between two yields
 
 
 class HotRefresh:

@@ -12,7 +12,8 @@ at a time, and a job of a kind already queued or running is not queued twice (a 
 also expires: an expiry while one waits is dropped). The writer runs a slice whenever no
 event or request waits, and, under a load that never pauses, one after a batch once none
 ran for `STARVED_SECONDS`. What the slices changed is committed through the change log and
-brought into the hot layer every `COMMIT_SECONDS` and at the job's end, as after any batch
+brought into the hot layer every `COMMIT_SECONDS` or `COMMIT_CHANGES` changed entries and
+at the job's end, as after any batch
 (a batch's commit takes it too): a GC is durable a few slices at a time, and a crash in
 the middle loses nothing committed (the next GC finds what this one did not do). A job
 begins once the selections answered before it are recorded, in slices too. What each job
@@ -39,7 +40,8 @@ STALL_SECONDS = 0.05  # a stretch of the writer's loop longer than this is logge
 SLICE_SECONDS = 0.015  # one slice while nothing waits
 CATCH_UP_SECONDS = 0.01  # one slice after a batch, under a load that never pauses
 STARVED_SECONDS = 0.02  # ... once none ran for this long (a third of the time, at most)
-COMMIT_SECONDS = 0.25  # a job's changes are committed this often, and at its end
+COMMIT_SECONDS = 0.25  # a job's changes are committed this often, and at its end,
+COMMIT_CHANGES = 32  # or once this many entries changed (a commit brings each into Redis)
 
 
 class Steps(Protocol):
@@ -121,7 +123,9 @@ class Maintenance:
             note_stall(f"{job.kind} slice", began)
             self.uncommitted = self.uncommitted or job.steps.changed
             if self.uncommitted and (
-                done or time.monotonic() - self.committed_at >= COMMIT_SECONDS
+                done
+                or len(self.engine.changed) >= COMMIT_CHANGES
+                or time.monotonic() - self.committed_at >= COMMIT_SECONDS
             ):
                 committing = time.perf_counter()
                 self.commit()  # durable a few slices at a time, then in the hot layer

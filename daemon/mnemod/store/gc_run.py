@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("mnemod.gc")
 
-APPLY_STEP = 25  # entries expired, folded, marked or promoted between two yields
+APPLY_STEP = 8  # entries expired, folded, marked or promoted between two yields
 
 
 class GcRun:
