@@ -539,14 +539,20 @@ def extrapolate(measured: dict[int, float], size: int) -> tuple[float, str]:
 
 
 # ---- one size -------------------------------------------------------------------------------
-def run_size(size: int, base: Path, turns: list[str], prompts: list[str],
-             args: argparse.Namespace) -> dict[str, Any]:  # fmt: skip
+def built(size: int, base: Path, turns: list[str]) -> tuple[Iterator[str], Path, dict[str, Any]]:
+    """The corpus's memories, the folder of a store of `size` of them, and the row."""
     source = speed.memories(turns, random.Random(size))
     folder = base / f"n{size}"
     row: dict[str, Any] = {"entries": size}
     row["build_s"] = round(speed.build(folder, size, source), 1)
-    pristine = copy_store(folder, base / f"n{size}-built")
     log(f"{size}: built in {row['build_s']} s")
+    return source, folder, row
+
+
+def run_size(size: int, base: Path, turns: list[str], prompts: list[str],
+             args: argparse.Namespace) -> dict[str, Any]:  # fmt: skip
+    source, folder, row = built(size, base, turns)
+    pristine = copy_store(folder, base / f"n{size}-built")
     row.update(library(folder, size, source, prompts, args))
     log(f"{size}: library add p50 {row['add_ms']['p50']} ms, open {row['open_s']} s")
     with daemon(folder) as running:
@@ -589,11 +595,7 @@ def maintenance(row: dict[str, Any], size: int, pristine: Path, base: Path,
 
 def maintenance_only(size: int, base: Path, turns: list[str], prompts: list[str],
                      args: argparse.Namespace) -> dict[str, Any]:  # fmt: skip
-    source = speed.memories(turns, random.Random(size))
-    folder = base / f"n{size}"
-    row: dict[str, Any] = {"entries": size}
-    row["build_s"] = round(speed.build(folder, size, source), 1)
-    log(f"{size}: built in {row['build_s']} s")
+    source, folder, row = built(size, base, turns)
     maintenance(row, size, folder, base, source, prompts, args)
     shutil.rmtree(folder)
     return row

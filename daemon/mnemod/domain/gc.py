@@ -32,8 +32,8 @@ from mnemod.domain.similar_pairs import (
     WordCounts,
     finding_pairs,
     grouping,
-    run_through,
 )
+from mnemod.domain.steps import run_through
 
 SCAN_STEP = 500  # entries looked at between two yields of `planning`
 POST_STEP = 300  # entries posted again, likewise

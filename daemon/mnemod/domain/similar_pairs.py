@@ -38,11 +38,10 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Generator, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import NamedTuple, TypeVar, cast
+from typing import NamedTuple
 
 from mnemod.domain.model import Entry
-
-T = TypeVar("T")
+from mnemod.domain.steps import run_through
 
 
 class Verdict(NamedTuple):
@@ -462,15 +461,6 @@ def similar_pairs(
 ) -> Found:
     """`finding_pairs` in one go."""
     return run_through(finding_pairs(index, changes, entries, floor, rule))
-
-
-def run_through(steps: Generator[None, None, T]) -> T:
-    """What a generator of steps returns, run to its end."""
-    while True:
-        try:
-            next(steps)
-        except StopIteration as done:
-            return cast(T, done.value)
 
 
 def finding_pairs(

@@ -15,12 +15,12 @@ stray keys.
 from __future__ import annotations
 
 import heapq
-import time
 from collections.abc import Generator
 
 import structlog
 
 from mnemod.domain.retention import retention_score
+from mnemod.domain.steps import Stepped
 from mnemod.redisio.hot_layer import HotItem
 from mnemod.runtime.hot_sync import HotSync
 from mnemod.store.engine import Engine
@@ -38,23 +38,12 @@ class HotRefresh:
         self.engine, self.hot = engine, hot
         self.result: dict[str, int] | None = None
         self.changed = False  # it changes Redis only, never the engine
-        self.longest_step = 0.0
-        self._steps = self._run()
+        self._stepped = Stepped(self._run())
 
     def run(self, seconds: float | None) -> bool:
-        began = last = time.perf_counter()
-        deadline = began + seconds if seconds is not None else float("inf")
-        while self.result is None:
-            try:
-                next(self._steps)
-            except StopIteration as finished:
-                self.result = finished.value
-            now = time.perf_counter()
-            self.longest_step = max(self.longest_step, now - last)
-            last = now
-            if now >= deadline:
-                break
-        return self.result is not None
+        done = self._stepped.run(seconds)
+        self.result = self._stepped.result
+        return done
 
     def _run(self) -> Generator[None, None, dict[str, int]]:
         engine, hot = self.engine, self.hot
@@ -114,6 +103,6 @@ class HotRefresh:
             l3=len(scores),
             left=len(leaving),
             kept=staying,
-            longest_step_ms=round(self.longest_step * 1000, 1),
+            longest_step_ms=round(self._stepped.longest_step * 1000, 1),
         )
         return {"hot": len(scores) + len(engine.l2_entries) + len(engine.l1_items())}

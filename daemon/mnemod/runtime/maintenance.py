@@ -48,7 +48,6 @@ class Steps(Protocol):
     """A job done a slice at a time (store.gc_run.GcRun, runtime.hot_refresh.HotRefresh)."""
 
     changed: bool  # the last `run` changed the engine
-    longest_step: float
 
     def run(self, seconds: float | None) -> bool: ...
 

@@ -25,6 +25,7 @@ import structlog
 from mnemod.domain.gc import GcPlan, GcReport, planning
 from mnemod.domain.retention import is_expired
 from mnemod.domain.similar_pairs import KeywordIndex, Settlement
+from mnemod.domain.steps import Stepped
 
 if TYPE_CHECKING:
     from mnemod.store.engine import Engine
@@ -47,33 +48,15 @@ class GcRun:
         self.report: GcReport | None = None
         self.changed = False  # the last `run` changed the engine (to commit)
         self.started = time.perf_counter()
-        self.busy_seconds = 0.0
-        self.longest_step = 0.0  # the longest run between two yields, seconds
         self._index: KeywordIndex | None = None
-        self._steps = self._run()
-
-    @property
-    def done(self) -> bool:
-        return self.report is not None
+        self._stepped = Stepped(self._run())
 
     def run(self, seconds: float | None) -> bool:
         """About `seconds` of the run (all of it with None); True once it is done."""
-        began = time.perf_counter()
-        deadline = began + seconds if seconds is not None else float("inf")
         self.changed = False
-        last = began
-        while self.report is None:
-            try:
-                next(self._steps)
-            except StopIteration as finished:
-                self.report = finished.value
-            now = time.perf_counter()
-            self.longest_step = max(self.longest_step, now - last)
-            last = now
-            if now >= deadline:
-                break
-        self.busy_seconds += time.perf_counter() - began
-        return self.report is not None
+        done = self._stepped.run(seconds)
+        self.report = self._stepped.result
+        return done
 
     def _run(self) -> Generator[None, None, GcReport]:
         engine = self.engine
@@ -91,8 +74,8 @@ class GcRun:
             namespace=engine.paths.namespace,
             expire_only=self.expire_only,
             duration_ms=round((time.perf_counter() - self.started) * 1000, 1),
-            busy_ms=round(self.busy_seconds * 1000, 1),
-            longest_step_ms=round(self.longest_step * 1000, 1),
+            busy_ms=round(self._stepped.busy_seconds * 1000, 1),
+            longest_step_ms=round(self._stepped.longest_step * 1000, 1),
             **report.as_dict(summary=True),
         )
         return report
