@@ -103,6 +103,17 @@ def daemons(tmp_path: Path) -> Iterator[DaemonFactory]:
         yield factory
 
 
+@pytest.fixture
+def external(tmp_path: Path) -> Iterator[EmbeddedRedis]:
+    """A redis-server of the test's own (stands in for a shared or managed Redis)."""
+    server = EmbeddedRedis(tmp_path / "external")
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 # -- guards -----------------------------------------------------------------------------
 @pytest.fixture(autouse=True)
 def no_leaked_keys(request: pytest.FixtureRequest) -> Iterator[None]:

@@ -17,14 +17,15 @@ from typing import Any
 import pytest
 import redis
 
-PROCESS_FIXTURES = {"daemons"}
+PROCESS_FIXTURES = {"daemons", "external"}
 REDIS_FIXTURES = {"redis_server"}
 PROCESS_EVENTS = {"subprocess.Popen", "os.posix_spawn", "os.spawn", "os.system", "os.fork"}
 """Audit events (sys.addaudithook) that start a process."""
 OWN_KEY = re.compile(r"[^:{}]+:\{[^:{}]+\}:(.*)")
 """mnemod's own key space: `<prefix>:{<namespace>}:…` (redisio/keys.py)."""
-OWN_EXPIRING = ("reply:", "session:", "lease")
-"""mnemod's keys that must expire: answers (60 s), `once` ledgers (a day), the lease."""
+OWN_EXPIRING = ("reply:", "session:", "lease", "standby")
+"""mnemod's keys that must expire: answers (60 s), `once` ledgers (a day), the lease, the
+daemons standing by."""
 
 
 def tier(item: pytest.Item) -> str:

@@ -86,3 +86,19 @@ def test_redaction() -> None:
     )
     config = load_config({"redis": {"url": "redis://u:pw@h:1/0"}}, environ={})
     assert "pw" not in str(config_as_tree(config))
+
+
+def test_the_namespaces_a_daemon_serves(tmp_path: Path) -> None:
+    assert load_config(None, environ={}).daemon.namespaces == ("default",)
+    path = tmp_path / "mnemod.toml"
+    path.write_text('[daemon]\nnamespaces = ["work", "home", "work"]\n')
+    assert load_config(path, environ={}).daemon.namespaces == ("work", "home")
+    env = {"MNEMOD_DAEMON_NAMESPACES": "a, b,*"}
+    assert load_config(None, environ=env).daemon.namespaces == ("a", "b", "*")
+    assert config_as_tree(load_config(path, environ={}))["daemon"]["namespaces"] == ["work", "home"]
+    for bad in ("[]", "[1, 2]", "3"):
+        path.write_text(f"[daemon]\nnamespaces = {bad}\n")
+        with pytest.raises(ConfigError, match=r"daemon\.namespaces"):
+            load_config(path, environ={})
+    with pytest.raises(ConfigError, match=r"daemon\.discover_interval"):
+        load_config({"daemon": {"discover_interval": "100ms"}}, environ={})

@@ -8,10 +8,6 @@ import random
 import shutil
 import signal
 import time
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
 
 from daemon_proc import (
     KEYS,
@@ -29,17 +25,6 @@ from helpers import run_cli, wait_until
 from mnemod.redisio.embedded import DAEMON_CLIENT, EmbeddedRedis
 from mnemod.redisio.keys import GROUP
 from mnemod.runtime.writer import CONSUMER
-
-
-@pytest.fixture
-def external(tmp_path: Path) -> Iterator[EmbeddedRedis]:
-    """A redis-server of the test's own (stands in for a shared or managed Redis)."""
-    server = EmbeddedRedis(tmp_path / "external")
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def hot_items(client: Client) -> dict[str, dict[str, str]]:

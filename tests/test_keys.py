@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from mnemod.errors import InvalidInputError
-from mnemod.redisio.keys import GROUP, MAX_TERM_CHARS, Keys
+from mnemod.redisio.keys import (
+    GROUP,
+    MAX_TERM_CHARS,
+    Keys,
+    daemons_key,
+    events_pattern,
+    namespace_of_events,
+)
 
 
 @pytest.fixture
@@ -99,3 +106,12 @@ def test_item_id_inverts_item(keys: Keys) -> None:
 def test_bad_prefix_or_namespace(prefix: str, namespace: str) -> None:
     with pytest.raises(InvalidInputError):
         Keys(prefix, namespace)
+
+
+def test_the_events_stream_of_every_namespace_is_found_by_its_name() -> None:
+    assert events_pattern("mnemod") == "mnemod:{*}:events"
+    assert events_pattern("a*b") == "a\\*b:{*}:events"
+    assert namespace_of_events("mnemod", Keys("mnemod", "work").events) == "work"
+    for other in ("mnemod:{work}:rpc", "other:{work}:events", "mnemod:{a}:m:{b}:events"):
+        assert namespace_of_events("mnemod", other) is None
+    assert daemons_key("mnemod") == "mnemod:daemons"

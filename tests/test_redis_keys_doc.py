@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from mnemod.redisio.keys import GROUP, MAX_TERM_CHARS, Keys
+from mnemod.redisio.keys import GROUP, MAX_TERM_CHARS, Keys, daemons_key
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "redis-keys.md"
 
@@ -39,6 +39,8 @@ def built() -> dict[str, str]:
         keys.changes: "pub/sub channel",
         keys.status: "hash",
         keys.lease: "string",
+        keys.standby: "sorted set",
+        daemons_key("mnemod"): "sorted set",
         keys.sessions("<session>"): "set",
         keys.marker: "string",
     }

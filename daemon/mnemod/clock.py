@@ -1,11 +1,17 @@
 """Time, passed in: components take a `Clock`, pure functions take `now`.
 
+A clock tells the time (`now`, for what is stored and shown) and measures it (`monotonic`,
+seconds that never go back, for intervals: lease renewal, retries, debounce, commit and
+checkpoint timing). `FixedClock` moves both only when told, so tests of timing advance it
+instead of waiting or patching constants.
+
 `MNEMOD_NOW=<ISO-8601>` pins the time for the CLI and the library (tests, replays).
 """
 
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
@@ -15,6 +21,8 @@ from mnemod.errors import InvalidInputError
 
 class Clock(Protocol):
     def now(self) -> datetime: ...
+
+    def monotonic(self) -> float: ...
 
 
 def utcnow() -> datetime:
@@ -30,18 +38,28 @@ class SystemClock:
     def now(self) -> datetime:
         return utcnow()
 
+    def monotonic(self) -> float:
+        return time.monotonic()
+
 
 @dataclass
 class FixedClock:
     """A clock that only moves when told: for tests and `MNEMOD_NOW`."""
 
     moment: datetime = field(default_factory=utcnow)
+    ticks: float = 0.0  # what `monotonic` says: seconds, moved by `advance` alone
 
     def now(self) -> datetime:
         return self.moment
 
-    def advance(self, delta: timedelta) -> None:
-        self.moment = self.moment + delta
+    def monotonic(self) -> float:
+        return self.ticks
+
+    def advance(self, delta: timedelta | float) -> None:
+        """Move both times on by `delta` (a timedelta, or seconds)."""
+        step = delta if isinstance(delta, timedelta) else timedelta(seconds=delta)
+        self.moment = self.moment + step
+        self.ticks += step.total_seconds()
 
 
 def parse_time(text: str, field_name: str = "time") -> datetime:

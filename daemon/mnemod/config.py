@@ -101,6 +101,10 @@ class ScheduleConfig:
 
 @dataclass(frozen=True)
 class DaemonConfig:
+    # `mnemod run` serves these; "*" adds every namespace found in the data folder or with
+    # an events stream in Redis, looked for every `discover_interval`
+    namespaces: tuple[str, ...] = ("default",)
+    discover_interval: timedelta = timedelta(seconds=10)
     batch_size: int = 200
     block: timedelta = timedelta(seconds=1)
     drain_deadline: timedelta = timedelta(seconds=20)
@@ -305,6 +309,18 @@ def _to_str(value: Any) -> str:
     return value
 
 
+def _to_names(value: Any) -> tuple[str, ...]:
+    """A list of names, or one string of them separated by commas (`a,b`, as in MNEMOD_*)."""
+    if isinstance(value, str):
+        value = value.split(",")
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"expected a list of names, got {value!r}")
+    names = tuple(dict.fromkeys(v.strip() for v in value if v.strip()))
+    if not names:
+        raise ValueError("expected at least one name")
+    return names
+
+
 def _to_duration(value: Any) -> timedelta:
     if isinstance(value, timedelta):
         return value
@@ -321,6 +337,7 @@ _CONVERTERS: dict[type, Callable[[Any], Any]] = {
     float: _to_float,
     str: _to_str,
     timedelta: _to_duration,
+    tuple: _to_names,
 }
 
 
@@ -355,6 +372,12 @@ def _validate(config: Config, tree: dict[str, dict[str, tuple[Any, str]]]) -> No
         "must be auto, json or console",
     )
     check("daemon", "batch_size", 1 <= config.daemon.batch_size <= 10000, "must be 1–10000")
+    check(
+        "daemon",
+        "discover_interval",
+        config.daemon.discover_interval >= timedelta(seconds=1),
+        "must be 1s or longer",
+    )
     check("metrics", "port", 0 <= config.metrics.port <= 65535, "must be a TCP port or 0 (off)")
     check(
         "redis",
@@ -415,7 +438,9 @@ def config_as_tree(
         rendered: dict[str, Any] = {}
         for f in dataclasses.fields(value):
             item = getattr(value, f.name)
-            rendered[f.name] = duration(item) if isinstance(item, timedelta) else item
+            if isinstance(item, timedelta):
+                item = duration(item)
+            rendered[f.name] = list(item) if isinstance(item, tuple) else item
         tree[section] = rendered
     if redact:
         tree["redis"]["url"] = redact_url(config.redis.url)

@@ -17,7 +17,12 @@ from mnemod.cli.terminal import for_stream
 from mnemod.clock import Clock, clock_from_env, format_time
 from mnemod.config import Config, load_config
 from mnemod.errors import InvalidInputError
-from mnemod.store.paths import NamespacePaths, check_namespace, default_data_dir
+from mnemod.store.paths import (
+    DEFAULT_NAMESPACE,
+    NamespacePaths,
+    check_namespace,
+    default_data_dir,
+)
 
 if TYPE_CHECKING:  # loaded by the commands that open the files (see mnemod/__init__.py)
     from mnemod.domain.model import Entry
@@ -50,12 +55,16 @@ class Context:
         data_dir = Path(args.data_dir) if args.data_dir else default_data_dir()
         if data_dir.exists() and not data_dir.is_dir():
             raise InvalidInputError(data_dir_source(args), f"{data_dir} is not a folder")
+        if getattr(args, "several_namespaces", False):
+            namespace = DEFAULT_NAMESPACE  # `run`: see served_namespaces
+        else:
+            namespace = check_namespace(args.namespace)
         return cls(
             args=args,
             config=config,
             clock=clock_from_env(),
             data_dir=data_dir,
-            namespace=check_namespace(args.namespace),
+            namespace=namespace,
             as_json=args.json,
         )
 

@@ -44,14 +44,33 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see {self.prog} --help)")
 
 
+class _Namespaces(argparse.Action):
+    """`--namespace` as every command takes it (the last one given), and for `run` all of
+    them, each of which may be a comma list, in `namespaces` (None when none was given)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        text = str(values)
+        setattr(namespace, self.dest, text)
+        given = getattr(namespace, "namespaces", None) or []
+        namespace.namespaces = [*given, *text.split(",")]
+
+
 def common_options() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--namespace",
         "-n",
         default="default",
+        action=_Namespaces,
         metavar="NS",
-        help="namespace: 1-64 letters, digits, _ . - (default: default)",
+        help="namespace: 1-64 letters, digits, _ . - (default: default); `run` takes several "
+        "(repeated or a,b) and * for every one found (default: daemon.namespaces)",
     )
     common.add_argument(
         "--data-dir", metavar="DIR", help="data folder (default: $MNEMOD_DATA_DIR, else ./.mnemod)"

@@ -22,8 +22,9 @@ import structlog
 from mnemod.cli.context import Context
 from mnemod.cli.progress import AroundBars, Spinner
 from mnemod.cli.terminal import is_terminal
-from mnemod.errors import MnemodError
+from mnemod.errors import InvalidInputError, MnemodError
 from mnemod.runtime.sdnotify import Notifier
+from mnemod.store.paths import check_namespace
 
 if TYPE_CHECKING:
     from mnemod.runtime.daemon import Daemon
@@ -39,16 +40,17 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
         metavar="PORT",
         help="serve Prometheus /metrics on this port, 1-65535; 0: off (default: metrics.port, 0)",
     )
-    run.set_defaults(handler=cmd_run)
+    run.set_defaults(handler=cmd_run, several_namespaces=True, namespaces=None)
 
 
 def cmd_run(ctx: Context) -> int:
     from mnemod.runtime.daemon import Daemon, DaemonOptions  # the one command that needs it
 
+    namespaces = served_namespaces(ctx)
     ctx.make_data_dir()
     daemon = Daemon(
         ctx.config,
-        DaemonOptions(ctx.data_dir, ctx.namespace, ctx.l1_dir, ctx.args.config),
+        DaemonOptions(ctx.data_dir, namespaces, ctx.l1_dir, ctx.args.config),
         ctx.clock,
     )
     # on a terminal, the start-up (reading the index, rebuilding the hot layer: seconds at
@@ -88,6 +90,26 @@ def cmd_run(ctx: Context) -> int:
         sys.stdout = stdout
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def served_namespaces(ctx: Context) -> tuple[str, ...]:
+    """The namespaces `run` serves: `--namespace` (repeated, or a,b), else
+    `daemon.namespaces`; `*` stands for every namespace found (runtime.discovery)."""
+    from mnemod.runtime.discovery import EVERY
+
+    given: list[str] | None = ctx.args.namespaces
+    names = [n.strip() for n in given] if given else list(ctx.config.daemon.namespaces)
+    where = "--namespace" if given else "daemon.namespaces"
+    for name in names:
+        if name != EVERY:
+            try:
+                check_namespace(name)
+            except InvalidInputError as exc:
+                raise InvalidInputError(where, exc.reason) from exc
+    served = tuple(dict.fromkeys(n for n in names if n))
+    if not served:
+        raise InvalidInputError(where, "names no namespace")
+    return served
 
 
 class ReadyStops(Notifier):

@@ -104,6 +104,12 @@ class Keys:
         """Leader lease: one daemon per namespace applies events."""
         return f"{self.base}:lease"
 
+    @property
+    def standby(self) -> str:
+        """Sorted set of the daemons standing by for this namespace, each until when
+        (redisio.presence): whom its leader may hand it over to."""
+        return f"{self.base}:standby"
+
     def sessions(self, session: str) -> str:
         """Set of `once` item ids already injected in `session` (expires with the session)."""
         return f"{self.base}:session:{session}"
@@ -132,6 +138,26 @@ class Keys:
         if not item_key.startswith(head):
             raise InvalidInputError("key", f"not an item key of this namespace: {item_key!r}")
         return item_key[len(head) :]
+
+
+def daemons_key(prefix: str) -> str:
+    """Sorted set of the live daemons of every namespace under `prefix`, each until when
+    (redisio.presence): how many share out the leadership."""
+    return f"{prefix}:daemons"
+
+
+def events_pattern(prefix: str) -> str:
+    """SCAN MATCH pattern of every namespace's events stream (finding new namespaces)."""
+    return f"{_glob_escape(prefix)}:{{*}}:events"
+
+
+def namespace_of_events(prefix: str, key: str) -> str | None:
+    """The namespace whose events stream `key` is, or None when it is no such key."""
+    head, tail = f"{prefix}:{{", "}:events"
+    if not (key.startswith(head) and key.endswith(tail)):
+        return None
+    namespace = key[len(head) : -len(tail)]
+    return namespace if namespace and not any(c in namespace for c in "{}:") else None
 
 
 def _glob_escape(text: str) -> str:

@@ -20,10 +20,10 @@ from collections.abc import Generator
 import structlog
 
 from mnemod.domain.retention import retention_score
-from mnemod.domain.steps import Stepped
 from mnemod.redisio.hot_layer import HotItem
 from mnemod.runtime.hot_sync import HotSync
 from mnemod.store.engine import Engine
+from mnemod.store.stepped import Stepped
 
 log = structlog.get_logger("mnemod.hot")
 

@@ -5,8 +5,9 @@ several daemons in one process do not collide. It always counts; nothing is expo
 `serve(host, port)` is called with a port > 0 (`[metrics] port`, default 0: off). An
 unexposed `Metrics` is the no-op variant: updating it costs a lock and an addition.
 
-Every series carries a `namespace` label, the process metrics (`process_*`) included.
-Given the daemon's namespace, every labelled series exists at 0 from the start, so that
+Every series carries a `namespace` label, the process metrics (`process_*`) included (a
+daemon of several namespaces labels those with the namespaces it serves, `a,b`). Each
+namespace the daemon serves has every labelled series at 0 from the start, so that
 `increase()` and `absent()` alerts see the series before its first change.
 
 Names (all prefixed `mnemod_`):
@@ -62,9 +63,10 @@ class MetricsServerError(MnemodError):
 
 class Metrics:
     """The daemon's metrics, in a registry of their own; `namespace`, if given, is the
-    daemon's: its series are created at 0 and the process metrics carry it."""
+    daemon's: its series are created at 0 and the process metrics carry it (or
+    `process_label`, for a daemon of several namespaces: `add_namespace` each)."""
 
-    def __init__(self, namespace: str | None = None) -> None:
+    def __init__(self, namespace: str | None = None, process_label: str | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         labels = ("namespace",)
 
@@ -101,13 +103,7 @@ class Metrics:
         self.hot_items = gauge("hot_items", "Items in the Redis hot layer.")
         self.is_leader = gauge("is_leader", "1 while this daemon holds the namespace lease.")
         self.events_pending = gauge("events_pending", "Events in the stream not yet applied.")
-        # process_resident_memory_bytes and friends: what a small Pi cares about.
-        process = ProcessCollector(namespace=PREFIX, registry=None)
-        if namespace is None:
-            self.registry.register(process)
-            return
-        self.registry.register(_Labelled(process, namespace))
-        for metric in (
+        self._series = (
             self.events_applied,
             self.events_dead_lettered,
             self.gc_runs,
@@ -119,8 +115,18 @@ class Metrics:
             self.hot_items,
             self.is_leader,
             self.events_pending,
-        ):
-            metric.labels(namespace)  # the series exists, at 0
+        )
+        # process_resident_memory_bytes and friends: what a small Pi cares about.
+        process = ProcessCollector(namespace=PREFIX, registry=None)
+        label = namespace if process_label is None else process_label
+        self.registry.register(process if label is None else _Labelled(process, label))
+        if namespace is not None:
+            self.add_namespace(namespace)
+
+    def add_namespace(self, namespace: str) -> None:
+        """A namespace the daemon serves: each of its series exists, at 0."""
+        for metric in self._series:
+            metric.labels(namespace)
 
     # One method per thing that happens, so callers never touch prometheus_client.
     def event_applied(self, namespace: str, count: int = 1) -> None:

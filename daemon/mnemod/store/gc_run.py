@@ -25,7 +25,7 @@ import structlog
 from mnemod.domain.gc import GcPlan, GcReport, planning
 from mnemod.domain.retention import is_expired
 from mnemod.domain.similar_pairs import KeywordIndex, Settlement
-from mnemod.domain.steps import Stepped
+from mnemod.store.stepped import Stepped
 
 if TYPE_CHECKING:
     from mnemod.store.engine import Engine
