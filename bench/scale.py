@@ -427,13 +427,16 @@ def maintenance_stalls(folder: Path, source: Iterator[str], prompts: Sequence[st
     return row
 
 
-def stalls(running: Daemon) -> dict[str, float]:
+def stalls(running: Daemon) -> dict[str, list[float]]:
     """The longest stretch of each kind the writer logged as keeping requests waiting
-    (`writer.stalled`: over 50 ms), in ms."""
-    longest: dict[str, float] = {}
+    (`writer.stalled`: over 50 ms): [wall ms, the writer's CPU ms in it] (on a loaded
+    machine the difference is time spent waiting for a core)."""
+    longest: dict[str, list[float]] = {}
     for row in running.events("writer.stalled"):
         what = str(row.get("what"))
-        longest[what] = max(longest.get(what, 0.0), float(row.get("ms", 0.0)))
+        wall, cpu = float(row.get("ms", 0.0)), float(row.get("cpu_ms", 0.0))
+        was = longest.get(what, [0.0, 0.0])
+        longest[what] = [max(was[0], wall), max(was[1], cpu)]
     return longest
 
 
@@ -793,6 +796,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     turns, questions, label = speed.corpus(Path(args.data))
     prompts = random.Random(1).sample(questions, min(args.queries, len(questions)))
     began = time.monotonic()
+    load = os.getloadavg()  # a loaded machine stretches every wall time
     with tempfile.TemporaryDirectory(prefix="mnemod-scale-") as name:
         base = Path(name)
         rows = [empty_baseline(base, turns, args)] if args.only == "all" else []
@@ -809,6 +813,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"events at {args.visible_rate:g}/s for XADD->visible, GC up to {args.gc_max}"
     )
     print(table(rows, extrapolated))
+    print(f"load average (1 min) at the start {load[0]:.1f}, at the end {os.getloadavg()[0]:.1f}")
+    for row in rows:
+        for what, (wall, cpu) in row.get("maintenance", {}).get("stalls", {}).items():
+            print(f"  {row['entries']}: longest writer.stalled {what}: {wall} ms ({cpu} ms CPU)")
     for row in rows:
         if "add_profile" in row and row["entries"] == sizes[-1]:
             print(f"\ncProfile of the durable adds at {row['entries']}:\n{row['add_profile']}")

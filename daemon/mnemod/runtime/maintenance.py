@@ -114,19 +114,20 @@ class Maintenance:
             if job.steps is None:
                 job.steps = self._steps_of(job)
                 job.started = time.perf_counter()
-            began = time.perf_counter()
+            stall = started()
+            began = stall[0]
             left = None if deadline is None else max(0.0, deadline - began)
             done = job.steps.run(left)
             job.slices += 1
             job.longest_slice = max(job.longest_slice, time.perf_counter() - began)
-            note_stall(f"{job.kind} slice", began)
+            note_stall(f"{job.kind} slice", stall)
             self.uncommitted = self.uncommitted or job.steps.changed
             if self.uncommitted and (
                 done
                 or len(self.engine.changed) >= COMMIT_CHANGES
                 or time.monotonic() - self.committed_at >= COMMIT_SECONDS
             ):
-                committing = time.perf_counter()
+                committing = started()
                 self.commit()  # durable a few slices at a time, then in the hot layer
                 self.committed_at, self.uncommitted = time.monotonic(), False
                 note_stall(f"{job.kind} commit", committing)
@@ -160,9 +161,18 @@ def texts_ready(engine: Engine) -> bool:
     return not texts.cold
 
 
-def note_stall(what: str, began: float) -> None:
-    """Log a stretch of the writer's work since `began` (perf_counter) that kept every
-    request and event waiting longer than `STALL_SECONDS`, with what it was."""
-    took = time.perf_counter() - began
+def started() -> tuple[float, float]:
+    """The moment a stretch of the writer's work begins, for `note_stall`."""
+    return time.perf_counter(), time.thread_time()
+
+
+def note_stall(what: str, began: tuple[float, float]) -> None:
+    """Log a stretch of the writer's work since `began` that kept every request and event
+    waiting longer than `STALL_SECONDS`, with what it was and how much of it was the
+    writer's own work (`cpu_ms`: on a loaded machine the rest is waiting for a core)."""
+    took = time.perf_counter() - began[0]
     if took > STALL_SECONDS:
-        log.warning("writer.stalled", what=what, ms=round(took * 1000, 1))
+        cpu = time.thread_time() - began[1]
+        log.warning(
+            "writer.stalled", what=what, ms=round(took * 1000, 1), cpu_ms=round(cpu * 1000, 1)
+        )

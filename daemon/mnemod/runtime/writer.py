@@ -149,7 +149,7 @@ class Writer:
             self.ensure_groups()
             self.groups_recreated = True  # Redis may have lost its data: the daemon checks
             return BatchResult()
-        began = time.perf_counter()
+        began = maintenance.started()
         result = BatchResult()
         got: dict[str, int] = {}
         if not any(messages for _, messages in batches):
@@ -288,7 +288,7 @@ class Writer:
         command); `checkpoint` also writes a checkpoint and waits for it (shutdown). True
         when a checkpoint was started. Then, every `snapshot_interval`, what the
         bookkeeping gathered is sealed."""
-        began = time.perf_counter()
+        began = maintenance.started()
         try:
             return self._commit(force, checkpoint)
         finally:
@@ -389,7 +389,7 @@ class Writer:
 
     # ---- commands from the scheduler and the watcher -------------------------------------
     def run_command(self, command: Command) -> None:
-        began = time.perf_counter()
+        began = maintenance.started()
         try:
             self._run_command(command)
         finally:
