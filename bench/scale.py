@@ -12,19 +12,28 @@ synthetic sentences without the data file) is built once through `Store.add` ins
   `daemon.running` log line), resident memory of the daemon and of its redis-server after
   `--settle` s; XADD→visible, one agent adding at `--visible-rate` events/s, timed until the
   item's hash `m:<id>` exists in the hot layer and, separately, until the event is
-  acknowledged (durable: in the change log); resolve over the RPC stream, idle and while a
-  full GC (`op gc` on the events stream) runs on the writer;
+  acknowledged (durable: in the change log);
+- maintenance (a daemon on a copy, expiry and the hot refresh every 2 s): resolves over
+  the RPC stream one after another, idle, while a full GC (`op gc` on the events stream)
+  runs in slices on the writer, and for `--window` s while an agent adds 50 memories/s
+  (checkpoints fall due as the log grows): latency and the longest gap between two answers
+  in each phase, the jobs seen to finish, and the longest stretch of each kind the writer
+  logged as `writer.stalled` (over 50 ms; wall and the writer's own CPU);
 - durable ingest (on fresh copies of the built store, and of an empty one): `--events`
   adds XADDed in pipelines by 1 and by 8 agent processes, events/s from the first XADD until
   the last is acknowledged, and how fast the agents could XADD;
-- GC: `engine.gc()` on a copy, from scratch and again after 1,000 more memories, at sizes
-  up to `--gc-max`; beyond, extrapolated from the measured sizes (log-log fit) and said so.
+- GC, at sizes up to `--gc-max`: the plan alone (`domain.gc.plan_gc`, from scratch), the
+  exhaustive pass GC made before the index (up to `--exhaustive-max`), `engine.gc()` from
+  scratch and again after 1,000 more memories (engine and plan); beyond, extrapolated from
+  the measured sizes (log-log fit, or n² from one) and marked EXTRAPOLATED.
 
 Ratios are against a baseline of the same run: the smallest size (library add), the empty
-store (ingest, RSS), 1 agent (8 agents), idle RPC resolve (resolve during GC).
+store (ingest, RSS), 1 agent (8 agents), idle RPC resolve (resolve during GC). The load
+average is printed: on a shared machine every wall time stretches.
 
     python bench/scale.py [--sizes 1000,10000,100000] [--quick] [--adds 200] [--events 5000]
-        [--gc-max 10000] [--profile] [--out bench/results/scale.json]
+        [--gc-max 10000] [--exhaustive-max 10000] [--window 10] [--only all|maintenance]
+        [--profile] [--out bench/results/scale.json]
 """
 
 from __future__ import annotations
