@@ -41,7 +41,7 @@ SLICE_SECONDS = 0.015  # one slice while nothing waits
 CATCH_UP_SECONDS = 0.01  # one slice after a batch, under a load that never pauses
 STARVED_SECONDS = 0.02  # ... once none ran for this long (a third of the time, at most)
 COMMIT_SECONDS = 0.25  # a job's changes are committed this often, and at its end,
-COMMIT_CHANGES = 16  # or once this many entries changed (a commit brings each into Redis)
+COMMIT_CHANGES = 8  # or once this many entries changed (a commit brings each into Redis)
 
 
 class Steps(Protocol):
