@@ -115,12 +115,19 @@ class Daemon:
     moment of `daemon.running` is seen as it is written."""
 
     def __init__(
-        self, folder: Path, profile: Path | None = None, extra: dict[str, str] | None = None
+        self,
+        folder: Path,
+        profile: Path | None = None,
+        namespaces: Sequence[str] = (),
+        extra: dict[str, str] | None = None,
     ) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOD_")} | speed.ENV
         env |= extra or {}
         env["PYTHONPATH"] = str(ROOT / "daemon")
         args = [sys.executable, "-m", "mnemod.cli.main", "run", "--data-dir", str(folder)]
+        if namespaces:  # running once each of them leads
+            args += ["--namespace", ",".join(namespaces)]
+        self.leading = max(1, len(namespaces))
         if profile is not None:  # the writer's loop runs on the main thread
             args[1:1] = ["-m", "cProfile", "-o", str(profile)]
         self.folder = folder
@@ -145,10 +152,11 @@ class Daemon:
                 continue
             if not isinstance(row, dict):
                 continue
-            if row.get("event") == "daemon.running" and not self.running.is_set():
+            self.lines.append(row)
+            leading = row.get("event") == "daemon.running" and not self.running.is_set()
+            if leading and len(self.events("daemon.running")) >= self.leading:
                 self.start_s = time.perf_counter() - self.started
                 self.running.set()
-            self.lines.append(row)
 
     def wait_running(self, timeout: float = 600.0) -> float:
         deadline = time.monotonic() + timeout
@@ -180,7 +188,7 @@ class Daemon:
 def daemon(
     folder: Path, profile: Path | None = None, extra: dict[str, str] | None = None
 ) -> Iterator[Daemon]:
-    running = Daemon(folder, profile, extra)
+    running = Daemon(folder, profile, extra=extra)
     try:
         running.wait_running()
         yield running
@@ -188,12 +196,12 @@ def daemon(
         running.stop()
 
 
-def acked_through(client: Any) -> tuple[str, str | None]:
+def acked_through(client: Any, keys: Keys = KEYS) -> tuple[str, str | None]:
     """(last delivered id, oldest pending id or None): an event at or below the first and
     below the second is acknowledged."""
     pipe = client.pipeline(transaction=False)
-    pipe.xinfo_groups(KEYS.events)
-    pipe.xpending(KEYS.events, GROUP)
+    pipe.xinfo_groups(keys.events)
+    pipe.xpending(keys.events, GROUP)
     groups, pending = pipe.execute()
     last = next((str(g["last-delivered-id"]) for g in groups if g["name"] == GROUP), "0-0")
     oldest = pending.get("min") if pending and pending.get("pending") else None
@@ -277,7 +285,7 @@ def xadd_visible(url: str, source: Iterator[str], count: int, rate: float) -> di
     }
 
 
-def _agent(url: str, contents: list[str], go: Any, out: Any) -> None:
+def _agent(url: str, contents: list[str], go: Any, out: Any, keys: Keys = KEYS) -> None:
     """An ingest agent: waits for `go`, XADDs its events in pipelines, reports when done."""
     client = connect(url, socket_timeout=120.0)
     batches = [contents[i : i + PIPELINE] for i in range(0, len(contents), PIPELINE)]
@@ -287,7 +295,7 @@ def _agent(url: str, contents: list[str], go: Any, out: Any) -> None:
     for batch in prepared:
         pipe = client.pipeline(transaction=False)
         for fields in batch:
-            pipe.xadd(KEYS.events, fields)
+            pipe.xadd(keys.events, fields)
         last_id = str(pipe.execute()[-1])
     out.put((time.time(), last_id))
 

@@ -108,3 +108,60 @@ def test_backoff_rejects_nonsense() -> None:
         Backoff(base=0)
     with pytest.raises(ValueError):
         Backoff(base=2, cap=1)
+
+
+def test_a_sentinel_url_names_its_sentinels_service_db_and_credentials() -> None:
+    """`redis+sentinel://user:pw@h1:p1,h2/service/db?options`: the user and password and
+    the options are the master's, `sentinel_*` ones the sentinels'; no port means 26379.
+    Connecting is lazy: nothing listens there."""
+    url = (
+        "redis+sentinel://agent:s3cret@127.0.0.1:1,localhost/mymaster/2"
+        "?sentinel_password=watch&socket_keepalive=true"
+    )
+    client = connect(url, socket_timeout=0.5, name="probe")
+    pool = client.connection_pool
+    options = pool.connection_kwargs
+    assert (pool.service_name, options["db"]) == ("mymaster", 2)  # type: ignore[attr-defined]
+    assert (options["username"], options["password"]) == ("agent", "s3cret")
+    assert options["socket_keepalive"] is True and options["client_name"] == "probe"
+    sentinels = pool.sentinel_manager.sentinels  # type: ignore[attr-defined]
+    kwargs = [s.connection_pool.connection_kwargs for s in sentinels]
+    assert [(k["host"], k["port"]) for k in kwargs] == [("127.0.0.1", 1), ("localhost", 26379)]
+    assert all(k["password"] == "watch" and k.get("username") is None for k in kwargs)
+    with pytest.raises(RedisUnavailableError) as caught:
+        check_version(client, url)
+    assert "s3cret" not in str(caught.value) and "watch" not in str(caught.value)
+
+
+def test_a_tls_sentinel_url_speaks_tls_to_the_master_and_the_sentinels() -> None:
+    client = connect("rediss+sentinel://127.0.0.1:1/mymaster?ssl_cert_reqs=none")
+    pool = client.connection_pool
+    assert pool.connection_class.__name__ == "SentinelManagedSSLConnection"
+    assert pool.connection_kwargs["ssl_cert_reqs"] == "none"
+    (sentinel,) = pool.sentinel_manager.sentinels  # type: ignore[attr-defined]
+    assert sentinel.connection_pool.connection_kwargs["ssl_cert_reqs"] == "none"
+    assert sentinel.connection_pool.connection_class.__name__ == "SSLConnection"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis+sentinel://127.0.0.1:26379",  # no service
+        "redis+sentinel://127.0.0.1:x/mymaster",
+        "redis+cluster://user:pw@127.0.0.1:1,127.0.0.1:/",
+        "redis+cluster://127.0.0.1:7000/1",  # a cluster has no db 1
+        "redis+other://127.0.0.1",
+    ],
+)
+def test_malformed_cluster_and_sentinel_urls_are_refused_without_password(url: str) -> None:
+    with pytest.raises(InvalidInputError) as caught:
+        connect(url)
+    assert "pw" not in str(caught.value).replace("redis.url", "")
+
+
+def test_an_unreachable_cluster_is_reported_without_password() -> None:
+    """A cluster client asks for the layout at once: no node answering is an outage."""
+    url = "redis+cluster://user:hunter2@127.0.0.1:1,127.0.0.1:2"
+    with pytest.raises(RedisUnavailableError) as caught:
+        connect(url, socket_timeout=0.5)
+    assert "hunter2" not in str(caught.value) and "127.0.0.1:1" in str(caught.value)

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from daemon_proc import Client, DaemonFactory, DaemonProc, index_entries
+from daemon_proc import Client, DaemonFactory, DaemonProc, index_entries, stopped
 from helpers import run_cli, wait_until
 from mnemod.client import Client as Memory
 from mnemod.redisio.embedded import EmbeddedRedis
@@ -85,7 +85,9 @@ def test_two_daemons_share_twenty_namespaces_and_one_takes_all_when_the_other_di
         counts = (led_by(client, namespaces, first), led_by(client, namespaces, second))
         return sum(counts) == 20 and all(8 <= count <= 12 for count in counts)
 
+    joined = time.monotonic()
     wait_until(shared, timeout=60, interval=0.2)
+    print(f"shared out (8-12 each) {time.monotonic() - joined:.2f} s after the second started")
     assert first.count_events("lease.handing_over") >= 8
     with Memory(external.url, namespace="agent07") as memory:  # led by either: it is applied
         memory.add("The user's standup is at 9:30", id="standup", wait=15)
@@ -94,9 +96,45 @@ def test_two_daemons_share_twenty_namespaces_and_one_takes_all_when_the_other_di
     second.kill9()
     killed = time.monotonic()
     wait_until(lambda: led_by(client, namespaces, first) == 20, timeout=30, interval=0.1)
+    print(f"after the kill -9 the survivor led all 20 in {time.monotonic() - killed:.2f} s")
     # the lease time (2 s; at once on this host, where the process is seen gone) plus a
     # look at the daemons and a standby's poll, each a third of it, and the start-ups
     assert time.monotonic() - killed < 2 + 2 * 2 / 3 + 3
     first.signal(signal.SIGTERM)
     assert first.wait_exit(timeout=60) == 0
     assert all(pid is None for pid in leaders(client, namespaces).values())
+
+
+def test_a_frozen_daemon_s_namespaces_are_led_again_after_the_lease_time(
+    daemons: DaemonFactory, external: EmbeddedRedis
+) -> None:
+    """As a daemon on a lost host: alive, but renewing nothing (SIGSTOP). Its presence and
+    leases lapse, the other takes its namespaces over; woken, it stops writing them (its
+    leases are gone) and gets its share back by hand-over. Each has a data folder of its
+    own, as on two hosts (the frozen one's locks would keep the other out of a shared one)."""
+    namespaces = [f"team{n}" for n in range(6)]
+    flags = ",".join(namespaces)
+    procs = [
+        daemons.daemon(
+            daemons.data_dir(host), redis_url=external.url, namespace=flags, env=LEASE
+        ).start()
+        for host in ("one", "two")
+    ]
+    client = daemons.client(external.url)
+    wait_until(lambda: [led_by(client, namespaces, p) for p in procs] == [3, 3], timeout=60)
+    frozen, other = procs
+    frozen.signal(signal.SIGSTOP)
+    wait_until(lambda: stopped(frozen.pid), timeout=10)
+    paused = time.monotonic()
+    try:
+        wait_until(lambda: led_by(client, namespaces, other) == 6, timeout=30, interval=0.1)
+        took = time.monotonic() - paused
+        print(f"a frozen daemon's namespaces were led again in {took:.2f} s")
+        assert took < 2 + 2 * 2 / 3 + 3  # its leases lapse, then a look of the other
+    finally:
+        frozen.signal(signal.SIGCONT)
+    frozen.wait_log("lease.lost", at_least=3, timeout=20)
+    wait_until(lambda: [led_by(client, namespaces, p) for p in procs] == [3, 3], timeout=60)
+    for proc in procs:
+        proc.signal(signal.SIGTERM)
+    assert [proc.wait_exit(timeout=60) for proc in procs] == [0, 0]

@@ -18,7 +18,7 @@ import redis
 import mnemod
 from daemon_proc import Client as RedisClient
 from mnemod.client import Client
-from mnemod.clock import SystemClock
+from mnemod.clock import Clock, FixedClock
 from mnemod.config import load_config
 from mnemod.files import l3_store
 from mnemod.files.change_log import ChangeLog
@@ -39,9 +39,12 @@ KEYS = Keys("mnemod", "default")
 
 
 @contextmanager
-def running_writer(folder: Path, client: RedisClient) -> Iterator[Writer]:
-    """A writer as the daemon builds one (without the daemon's loop around it)."""
-    clock = SystemClock()
+def running_writer(
+    folder: Path, client: RedisClient, clock: Clock | None = None
+) -> Iterator[Writer]:
+    """A writer as the daemon builds one (without the daemon's loop around it); its time
+    moves only when the test advances `clock` (a FixedClock unless given)."""
+    clock = FixedClock() if clock is None else clock
     config = load_config(None, environ={})
     engine = Engine(NamespacePaths(folder, "default"), config, clock, autosave=False)
     metrics = Metrics()
@@ -151,18 +154,22 @@ def test_failed_commits_are_tried_again_less_and_less_often(
 
     real = ChangeLog.append
     monkeypatch.setattr(ChangeLog, "append", full)
-    monkeypatch.setattr(commits_module, "RETRY_SECONDS", 10.0)
-    waits: list[int] = []
+    clock = writer.clock
+    assert isinstance(clock, FixedClock)
+    waits: list[float] = []
     with Client(redis_server) as agent:
         agent.add("A fact worth keeping", type="context")
-    for _ in range(4):
+    for _ in range(8):
         with pytest.raises(OSError):
             take_events(writer) if not waits else writer.commit(force=True)
-        waits.append(round(writer.snapshot_retry_in))
-    assert waits == [10, 20, 40, 60]  # doubled, up to the cap
-    assert writer.commit() is False  # not yet due: nothing tried
+        waits.append(writer.snapshot_retry_in)
+    assert waits == [1, 2, 4, 8, 16, 32, 60, 60]  # doubled, up to the cap
     monkeypatch.setattr(ChangeLog, "append", real)  # space again
-    writer.commit(force=True)
+    clock.advance(59.9)
+    writer.commit()  # not yet due: nothing tried
+    assert writer.failed_snapshots == 8 and round(writer.snapshot_retry_in, 1) == 0.1
+    clock.advance(0.1)
+    writer.commit()  # due: tried, and written
     assert writer.failed_snapshots == 0
     assert on_disk(writer) == ["A fact worth keeping"]
 
@@ -388,14 +395,15 @@ def test_a_request_is_answered_before_the_bookkeeping_of_earlier_ones(
 
 
 def test_under_a_load_that_never_pauses_the_bookkeeping_still_goes_on(
-    writer: Writer, redis_server: str, redis_client: RedisClient, monkeypatch: pytest.MonkeyPatch
+    writer: Writer, redis_server: str, redis_client: RedisClient
 ) -> None:
     fact = agent_adds_a_fact(writer, redis_server)
     assert writer.rpc is not None
     ask(redis_client, "what about Taipei?", "t:first")
     writer.step(100)
     writer.books.seal()
-    monkeypatch.setattr(bookkeeping, "STARVED_SECONDS", 0.0)  # none done for too long
+    assert isinstance(writer.clock, FixedClock)
+    writer.clock.advance(bookkeeping.STARVED_SECONDS + 0.01)  # none done for too long
     ask(redis_client, "Taipei again?", "t:second")
     writer.step(100)
     assert redis_client.llen("t:second") == 1

@@ -48,6 +48,7 @@ __all__ = [
     "ClientError",
     "EventRejectedError",
     "NoAnswerError",
+    "NotReplicatedError",
     "RequestRejectedError",
 ]
 
@@ -80,12 +81,31 @@ class EventRejectedError(ClientError):
         super().__init__(f"mnemod rejected event {event_id}: {error}")
 
 
+class NotReplicatedError(ClientError):
+    """Redis took the event, but fewer replicas than asked confirmed it in time: a
+    failover now could lose it. Sending it again is safe (an add keeps its id)."""
+
+    def __init__(self, event_id: str, confirmed: int, wanted: int) -> None:
+        self.event_id = event_id
+        self.confirmed = confirmed
+        self.wanted = wanted
+        super().__init__(
+            f"event {event_id} is queued but {confirmed} of {wanted} replica(s) confirmed it"
+        )
+
+
 class Client:
     """One namespace of a mnemod daemon, reached through Redis at `url`.
 
     `url` is what `mnemod run` prints (`unix:///…/redis.sock`) or the daemon's configured
-    `redis.url` (`redis://[user:password@]host:port/db`, `rediss://…`). `prefix` must match the
+    `redis.url`: `redis://[user:password@]host:port/db`, `rediss://…`, a Redis Cluster
+    (`redis+cluster://host:port[,host:port…]`) or a master found through Sentinel
+    (`redis+sentinel://host:port[,host:port…]/service_name`). `prefix` must match the
     daemon's `redis.prefix`. The client is thread-safe as redis-py is (a connection pool).
+
+    With `replicas`, every event waits (WAIT, at most `replica_timeout` seconds) until that
+    many replicas of the master hold it, and NotReplicatedError says when fewer did: an
+    event a replica holds survives a failover (docs/operations.md).
     """
 
     def __init__(
@@ -94,9 +114,15 @@ class Client:
         namespace: str = "default",
         prefix: str = "mnemod",
         socket_timeout: float = 10.0,
+        replicas: int = 0,
+        replica_timeout: float = 1.0,
     ) -> None:
+        if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0:
+            raise InvalidInputError("replicas", "must be a whole number, 0 or more")
         self.keys = Keys(prefix, namespace)
         self.socket_timeout = socket_timeout
+        self.replicas = replicas
+        self.replica_timeout = replica_timeout
         self.redis: redis.Redis = connect(url, socket_timeout=socket_timeout)
         self.stream = EventStream(self.redis, self.keys)
         self.hot_layer = HotLayer(self.redis, self.keys)
@@ -112,8 +138,10 @@ class Client:
         namespace: str = "default",
         prefix: str = "mnemod",
         socket_timeout: float = 10.0,
+        replicas: int = 0,
+        replica_timeout: float = 1.0,
     ) -> Client:
-        return cls(url, namespace=namespace, prefix=prefix, socket_timeout=socket_timeout)
+        return cls(url, namespace, prefix, socket_timeout, replicas, replica_timeout)
 
     # -- lifecycle -----------------------------------------------------------------------
     def close(self) -> None:
@@ -297,7 +325,8 @@ class Client:
         ):
             raise InvalidInputError("budget", f"must be a whole number from 1 to {MAX_BUDGET}")
         # Any key outside mnemod's own `<prefix>:{ns}:` space may receive the answer.
-        reply_to = f"{self.keys.prefix}-reply:{uuid.uuid4().hex}"
+        # In the namespace's hash slot (`{ns}`), so a cluster serves it where the rpc stream is.
+        reply_to = f"{self.keys.prefix}-reply:{{{self.keys.namespace}}}:{uuid.uuid4().hex}"
         fields: dict[str, str] = {"op": "resolve", "prompt": prompt, "reply_to": reply_to}
         if budget is not None:
             fields["budget"] = str(budget)
@@ -337,8 +366,16 @@ class Client:
         if by != "agent":
             fields["by"] = by
         with _redis_errors():
-            event_id = self.stream.append(fields)
+            if self.replicas:
+                timeout_ms = max(1, round(self.replica_timeout * 1000))
+                event_id, confirmed = self.stream.append_replicated(
+                    fields, self.replicas, timeout_ms
+                )
+            else:
+                event_id, confirmed = self.stream.append(fields), 0
         self.last_event_id = event_id
+        if confirmed < self.replicas:
+            raise NotReplicatedError(event_id, confirmed, self.replicas)
         if wait is not None:
             self.wait_applied(event_id, timeout=wait)
         return event_id

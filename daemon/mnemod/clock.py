@@ -62,6 +62,14 @@ class FixedClock:
         self.ticks += step.total_seconds()
 
 
+class PinnedClock(FixedClock):
+    """`MNEMOD_NOW`: the time pinned, while intervals still pass (a daemon run at a pinned
+    time still renews its lease and commits on time)."""
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self.ticks
+
+
 def parse_time(text: str, field_name: str = "time") -> datetime:
     """ISO-8601 to an aware UTC datetime; a naive time is taken as UTC."""
     try:
@@ -86,5 +94,5 @@ def clock_from_env(environ: dict[str, str] | None = None) -> Clock:
     env = os.environ if environ is None else environ
     pinned = env.get("MNEMOD_NOW", "").strip()
     if pinned:
-        return FixedClock(parse_time(pinned, "MNEMOD_NOW"))
+        return PinnedClock(parse_time(pinned, "MNEMOD_NOW"))
     return SystemClock()

@@ -389,8 +389,8 @@ def _validate(config: Config, tree: dict[str, dict[str, tuple[Any, str]]]) -> No
     check(
         "redis",
         "url",
-        url == "" or url.startswith(("redis://", "rediss://", "unix://")),
-        "must start with redis://, rediss:// or unix:// (or be empty for the embedded server)",
+        url == "" or url.startswith(URL_SCHEMES),
+        f"must start with {', '.join(URL_SCHEMES)} (or be empty for the embedded server)",
     )
     for key in dataclasses.asdict(config.schedule):
         spec = getattr(config.schedule, key)
@@ -447,8 +447,21 @@ def config_as_tree(
     return tree
 
 
+URL_SCHEMES = (
+    "redis://",
+    "rediss://",
+    "unix://",
+    "redis+cluster://",
+    "rediss+cluster://",
+    "redis+sentinel://",
+    "rediss+sentinel://",
+)
+"""The `redis.url` forms (redisio.connection builds their clients; docs/operations.md)."""
+
+
 def redact_url(url: str) -> str:
-    """`redis://user:secret@host` → `redis://user:***@host`; also `?password=` query values."""
+    """`redis://user:secret@host` → `redis://user:***@host`; also `?password=` query values
+    (and `sentinel_password=`)."""
     scheme, sep, rest = url.partition("://")
     if not sep:
         return url
@@ -460,6 +473,9 @@ def redact_url(url: str) -> str:
     rebuilt = f"{scheme}://{authority}{slash}{tail}"
     if "password=" in rebuilt:
         head, _, query = rebuilt.partition("?")
-        parts = ["password=***" if p.startswith("password=") else p for p in query.split("&")]
+        parts = [
+            f"{p.partition('=')[0]}=***" if p.partition("=")[0].endswith("password") else p
+            for p in query.split("&")
+        ]
         rebuilt = f"{head}?{'&'.join(parts)}"
     return rebuilt

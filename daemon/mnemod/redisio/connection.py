@@ -1,7 +1,10 @@
 """Connecting to Redis, checking it is new enough, and backing off while it is away.
 
-One sync redis-py client per component (the stack is thread-based). URLs may carry an ACL
-user and password; they only ever reach logs and error messages through `redact_url`.
+One sync redis-py client per component (the stack is thread-based), built here for every
+URL form (docs/operations.md): one server (`redis://`, `rediss://`, `unix://`), a Redis
+Cluster (`redis+cluster://host:port[,host:port…]`) or a master found through Sentinel
+(`redis+sentinel://host:port[,host:port…]/service[/db]`), `rediss+…` for TLS. URLs may carry
+an ACL user and password; they only ever reach logs and error messages through `redact_url`.
 """
 
 from __future__ import annotations
@@ -13,15 +16,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
+from urllib.parse import parse_qsl, urlencode
 
 import redis
 import structlog
 from redis.backoff import NoBackoff
-from redis.cluster import RedisCluster
+from redis.cluster import ClusterNode, RedisCluster
 from redis.retry import Retry
+from redis.sentinel import Sentinel
 
-from mnemod.config import redact_url
+from mnemod.config import URL_SCHEMES, redact_url
 from mnemod.domain.validation import check_unicode
 from mnemod.errors import InvalidInputError, RedisUnavailableError
 
@@ -30,7 +35,34 @@ log = structlog.get_logger("mnemod.redis")
 MIN_VERSION = (6, 2, 0)
 """XAUTOCLAIM (reclaiming events a dead daemon had read) arrived in Redis 6.2."""
 
-SCHEMES = ("redis://", "rediss://", "unix://")
+SENTINEL_PORT = 26379
+CLUSTER_PORT = 6379
+SENTINEL_OPTIONS = ("sentinel_username", "sentinel_password")
+"""Query options of a `redis+sentinel://` URL meant for the sentinels, not the master."""
+
+FAILOVER_ERRORS: tuple[type[BaseException], ...] = (
+    redis.exceptions.ClusterError,  # CLUSTERDOWN, a master's slots not served yet
+    redis.exceptions.AskError,  # MOVED/ASK left after redis-py's own redirections
+    redis.exceptions.TryAgainError,  # a multi-key command while its slot migrates
+    redis.exceptions.ReadOnlyError,  # a master demoted under a connection
+    redis.exceptions.RedisClusterException,  # no node of the cluster answers
+)
+"""What a failover or a migrating slot looks like to a client: waited out like a lost
+connection, the command tried again once the cluster or the sentinels settle."""
+
+OUTAGE_ERRORS: tuple[type[BaseException], ...] = (
+    redis.ConnectionError,
+    redis.TimeoutError,
+    *FAILOVER_ERRORS,
+)
+"""Redis away for now (a lost connection, a timeout, a failover): wait and try again."""
+
+REDIS_FAILURES: tuple[type[BaseException], ...] = (
+    redis.RedisError,
+    redis.exceptions.RedisClusterException,
+)
+"""Anything a Redis command can fail with (the cluster client's own errors are not
+RedisErrors)."""
 MAX_ERROR_CHARS = 300
 
 TEXT_ERRORS = "surrogateescape"
@@ -43,34 +75,119 @@ keeps them as sent). Whatever reads agents' fields rejects such text with `check
 def connect(
     url: str, socket_timeout: float | timedelta = 5.0, retries: int = 0, name: str | None = None
 ) -> redis.Redis:
-    """A client for `url` (redis://, rediss://, unix://, with `user:password@`), decoding
+    """A client for `url` (any form of the module doc, with `user:password@`), decoding
     responses to str, its connections named `name` (CLIENT SETNAME) if given. redis-py
-    connects lazily: the first command reports an outage.
+    connects lazily to a server or a sentinel's master: the first command reports an outage.
+    A cluster client asks for the cluster's layout at once: RedisUnavailableError when no
+    node answers. A RedisCluster is typed as a Redis: both speak the same commands, and
+    what differs is asked with `is_cluster`.
 
     redis-py's own retries are off by default (`retries=0`): a command is never silently
     re-sent (an XADD could land twice) and an outage surfaces at once, to be waited out with
-    `Backoff` by the caller, who knows what is safe to repeat."""
-    if not url.startswith(SCHEMES):
-        raise InvalidInputError(
-            "redis.url", f"must start with redis://, rediss:// or unix://, got {redact_url(url)!r}"
-        )
+    `Backoff` by the caller, who knows what is safe to repeat. Redirections (MOVED, ASK) are
+    followed by the cluster client: the command did not run where it was refused."""
+    if not url.startswith(URL_SCHEMES):
+        shown = ", ".join(URL_SCHEMES)
+        raise InvalidInputError("redis.url", f"must start with {shown}, got {redact_url(url)!r}")
     seconds = (
         socket_timeout.total_seconds() if isinstance(socket_timeout, timedelta) else socket_timeout
     )
+    options: dict[str, Any] = {
+        "decode_responses": True,
+        "socket_timeout": seconds,
+        "socket_connect_timeout": seconds,
+        "health_check_interval": 30,
+        "client_name": name,
+        "encoding_errors": TEXT_ERRORS,
+    }
     try:
+        if "+cluster://" in url:
+            return _cluster(url, retries, options)
+        if "+sentinel://" in url:
+            return _sentinel(url, retries, options)
         return redis.Redis.from_url(
-            absolute_socket_url(url),
-            decode_responses=True,
-            socket_timeout=seconds,
-            socket_connect_timeout=seconds,
-            health_check_interval=30,
-            retry=Retry(NoBackoff(), retries),
-            client_name=name,
-            encoding_errors=TEXT_ERRORS,
+            absolute_socket_url(url), retry=Retry(NoBackoff(), retries), **options
         )
     except ValueError as exc:
         # redis-py's message may quote the URL: rebuild it without the password.
         raise InvalidInputError("redis.url", f"cannot use {redact_url(url)!r}") from exc
+    except REDIS_FAILURES as exc:  # a cluster none of whose nodes answers
+        raise RedisUnavailableError(f"{redact_url(url)}: unreachable ({describe(exc)})") from exc
+
+
+def _split_hosts(url: str, default_port: int) -> tuple[str, str, list[tuple[str, int]], str]:
+    """`redis+x://user:pw@h1:p1,h2/rest` → (`redis`, `user:pw@`, [(h1, p1), (h2, port)],
+    `/rest`)."""
+    scheme, _, rest = url.partition("://")
+    authority, slash, tail = rest.partition("/")
+    if "?" in authority:  # no path: `host:port?option=…`
+        authority, _, query = authority.partition("?")
+        tail, slash = f"?{query}", ""
+    credentials, at, hosts = authority.rpartition("@")
+    nodes: list[tuple[str, int]] = []
+    for part in hosts.split(","):
+        host, colon, port = part.strip().rpartition(":")
+        if not colon:
+            host, port = port, str(default_port)
+        if not host or not port.isdigit():
+            raise ValueError("each node is host:port")
+        nodes.append((host.strip("[]"), int(port)))
+    return scheme.partition("+")[0], f"{credentials}{at}", nodes, f"{slash}{tail}"
+
+
+def _cluster(url: str, retries: int, options: dict[str, Any]) -> redis.Redis:
+    """A RedisCluster that starts from every node the URL names."""
+    scheme, credentials, nodes, tail = _split_hosts(url, CLUSTER_PORT)
+    if tail.partition("?")[0].strip("/") not in ("", "0"):
+        raise ValueError("a cluster has only database 0")
+    (host, port), others = nodes[0], nodes[1:]
+    first = f"{scheme}://{credentials}{host}:{port}{tail}"
+    client = RedisCluster(
+        url=first,
+        startup_nodes=[ClusterNode(h, p) for h, p in others],  # type: ignore[no-untyped-call]
+        retry=Retry(NoBackoff(), retries),
+        **options,
+    )
+    return cast(redis.Redis, client)
+
+
+def _sentinel(url: str, retries: int, options: dict[str, Any]) -> redis.Redis:
+    """A client of the master the sentinels name for the URL's service: after a failover
+    its connections go to the new master (redis-py asks the sentinels again)."""
+    scheme, credentials, nodes, tail = _split_hosts(url, SENTINEL_PORT)
+    path, _, query = tail.partition("?")
+    service, _, db = path.strip("/").partition("/")
+    if not service:
+        raise ValueError("a sentinel URL names the master's service: …/service_name[/db]")
+    pairs = parse_qsl(query)
+    own = {name: value for name, value in pairs if name not in SENTINEL_OPTIONS}
+    # parsed as redis-py parses a one-server URL (TLS options, timeouts, the db)
+    master: dict[str, Any] = redis.connection.parse_url(  # type: ignore[no-untyped-call]
+        f"{scheme}://{credentials}localhost/{db}{'?' if own else ''}{urlencode(own)}"
+    )
+    tls = master.pop("connection_class", None) is redis.SSLConnection
+    master.pop("host", None)
+    sentinel_kwargs: dict[str, Any] = {
+        "socket_timeout": options["socket_timeout"],
+        "socket_connect_timeout": options["socket_connect_timeout"],
+        "decode_responses": True,
+        "retry": Retry(NoBackoff(), retries),
+    }
+    sentinel_kwargs.update({k: v for k, v in master.items() if k.startswith("ssl_")})
+    for name, value in pairs:
+        if name in SENTINEL_OPTIONS:
+            sentinel_kwargs[name.removeprefix("sentinel_")] = value
+    if tls:
+        sentinel_kwargs["ssl"] = True
+    sentinel = Sentinel(nodes, sentinel_kwargs=sentinel_kwargs)  # type: ignore[no-untyped-call]
+    client: redis.Redis = sentinel.master_for(  # type: ignore[no-untyped-call]
+        service,
+        redis_class=redis.Redis,
+        retry=Retry(NoBackoff(), retries),
+        ssl=tls,
+        **{**options, **master},
+    )
+    return client
 
 
 def is_cluster(client: redis.Redis) -> bool:

@@ -19,7 +19,7 @@ import redis
 from redis.connection import Connection
 from redis.exceptions import NoScriptError
 
-from mnemod.redisio.connection import is_cluster
+from mnemod.redisio.connection import FAILOVER_ERRORS, is_cluster
 from mnemod.redisio.keys import GROUP, Keys
 from mnemod.redisio.rpc import REPLY_TTL_SECONDS
 
@@ -128,6 +128,8 @@ class ReplyChannel:
         sent to its key's node (and after a MOVED, to the new one); the push's reply."""
         try:
             pushed: object = self.client.evalsha(self._push_sha, 1, target, body, REPLY_TTL_SECONDS)
+        except FAILOVER_ERRORS:
+            raise
         except redis.ResponseError as exc:
             pushed = exc
         self.client.xack(self.keys.rpc, GROUP, request_id)

@@ -9,6 +9,7 @@ from typing import Any, cast
 
 import redis
 
+from mnemod.redisio.connection import is_cluster
 from mnemod.redisio.events import stream_id_key
 from mnemod.redisio.keys import GROUP, Keys
 
@@ -34,6 +35,32 @@ class EventStream:
     def append(self, fields: Mapping[str, str]) -> str:
         """XADD an event; its stream id."""
         return cast(str, self.client.xadd(self.keys.events, cast(Any, fields)))
+
+    def append_replicated(
+        self, fields: Mapping[str, str], replicas: int, timeout_ms: int
+    ) -> tuple[str, int]:
+        """XADD an event, then WAIT until `replicas` replicas have it or `timeout_ms`
+        passed: its stream id and how many replicas confirmed it. Both go on one
+        connection (WAIT counts that connection's writes), on a cluster the one of the
+        node serving the namespace: a MOVED there (the slot moved) refreshes the client's
+        slots and tries again, which is safe as the refused XADD did not run."""
+        for attempt in range(3):
+            node = self.client
+            if is_cluster(node):
+                found = node.get_node_from_key(self.keys.events)  # type: ignore[attr-defined]
+                node = found.redis_connection
+            pipe = node.pipeline(transaction=False)
+            pipe.xadd(self.keys.events, cast(Any, fields))
+            pipe.wait(replicas, timeout_ms)
+            try:
+                event_id, confirmed = pipe.execute()
+            except redis.exceptions.AskError:
+                if attempt == 2 or not is_cluster(self.client):
+                    raise
+                self.client.exists(self.keys.events)  # follows the MOVED, learns the slot
+                continue
+            return str(event_id), int(confirmed)
+        raise AssertionError("unreachable")
 
     def request(self, fields: Mapping[str, str]) -> str:
         """XADD a request to the rpc stream; its stream id."""

@@ -51,8 +51,9 @@ class Bookkeeping:
         self.publish = publish
         self.accessed: dict[str, None] = {}  # accessed since the last seal
         self._sealed: dict[str, None] = {}  # sealed, not in the hot layer yet
-        self.sealed_at = time.monotonic()
-        self.last_run = time.monotonic()
+        self.clock = engine.clock
+        self.sealed_at = self.clock.monotonic()
+        self.last_run = self.clock.monotonic()
 
     @property
     def due(self) -> bool:
@@ -63,7 +64,7 @@ class Bookkeeping:
 
     @property
     def starved(self) -> bool:
-        return time.monotonic() - self.last_run > STARVED_SECONDS
+        return self.clock.monotonic() - self.last_run > STARVED_SECONDS
 
     def note(self, changes: dict[str, str], sealed: bool = False) -> dict[str, str]:
         """Keep the accesses among `changes` for the hot layer (for the next seal, or with
@@ -86,13 +87,13 @@ class Bookkeeping:
             self.settler.seal()
         self._sealed.update(self.accessed)
         self.accessed = {}
-        self.sealed_at = time.monotonic()
+        self.sealed_at = self.clock.monotonic()
 
     def run(self, seconds: float | None) -> None:
         """About `seconds` of it (all of it with None, sealed first), in order: record the
         sealed selections, bring sealed accesses into the hot layer, serialize changed
         entries for the next snapshot."""
-        self.last_run = time.monotonic()
+        self.last_run = self.clock.monotonic()
         whole = seconds is None
         if whole:
             self.seal()

@@ -26,8 +26,8 @@ import structlog
 from mnemod.clock import Clock
 from mnemod.config import Config, load_config, redact_url
 from mnemod.errors import ConfigError, MnemodError
-from mnemod.processes import owner_id
-from mnemod.redisio.connection import Backoff, check_version, connect
+from mnemod.processes import describe_owner, owner_id
+from mnemod.redisio.connection import OUTAGE_ERRORS, Backoff, check_version, connect
 from mnemod.redisio.embedded import DAEMON_CLIENT, EmbeddedRedis
 from mnemod.redisio.keys import daemons_key
 from mnemod.redisio.presence import Presence
@@ -38,6 +38,7 @@ from mnemod.runtime.runner import Folders, NamespaceRunner
 from mnemod.runtime.sdnotify import Notifier, watchdog_interval
 
 log = structlog.get_logger("mnemod.daemon")
+DISCOVERY_ERRORS: tuple[type[BaseException], ...] = (*OUTAGE_ERRORS, OSError)
 REVIVE_CALM_SECONDS = 10.0  # an embedded server started again sooner is a crash loop
 IDLE_TICK_SECONDS = 1.0  # how often the process looks after its namespaces, at most
 
@@ -79,6 +80,7 @@ class Daemon:
         self._lock = threading.Lock()
         self._revive_lock = threading.Lock()
         self._revived_at = -math.inf  # when the embedded server was last started again
+        self._failure: BaseException | None = None  # what ended a runner's thread
 
     # ---- called from signal handlers: only set flags ----------------------------------
     def request_stop(self) -> None:
@@ -146,7 +148,8 @@ class Daemon:
         try:
             if runners:
                 runners[0].run()
-            else:
+            else:  # "*" found none yet: ready all the same, the first found says more
+                self.notifier.ready("serving no namespace yet")
                 self.stop_requested.wait()
         finally:
             self.request_stop()
@@ -155,6 +158,8 @@ class Daemon:
             for runner in list(self.runners.values()):
                 if runner.thread is not None:
                     runner.thread.join()
+        if self._failure is not None:
+            raise self._failure
 
     def _add_runner(self, namespace: str) -> NamespaceRunner:
         runner = NamespaceRunner(
@@ -169,7 +174,7 @@ class Daemon:
         """The namespaces found (runtime.discovery) that no runner serves yet."""
         try:
             found = found_namespaces(self.client, self.config.redis.prefix, self.options.data_dir)
-        except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
+        except DISCOVERY_ERRORS as exc:
             log.warning("namespaces.discovery_failed", error=str(exc)[:300])
             return []
         return [ns for ns in found if ns not in self.runners]
@@ -269,11 +274,12 @@ class Daemon:
         """A runner leads (`leading`) or stands by (`standby`, `text` the leader): READY,
         once every namespace said one or the other, with what this daemon does."""
         if state == "standby":
-            print(  # noqa: T201 (beside the agents' URL: who leads, on the terminal)
-                f"mnemod: standing by: {text} leads namespace {namespace}; "
-                "this daemon takes over when it stops",
-                flush=True,
+            said = (
+                f"{text} leads namespace {namespace}; this daemon takes over when it stops"
+                if text != describe_owner(None)
+                else f"namespace {namespace} is left to another daemon (this one leads its share)"
             )
+            print(f"mnemod: standing by: {said}", flush=True)  # noqa: T201 (who leads)
         with self._lock:
             self._announced[namespace] = state if state == "leading" else f"standby: {text}"
             if len(self._announced) < len(self.runners):
@@ -287,6 +293,12 @@ class Daemon:
             return
         leading = sorted(ns for ns, said in states.items() if said == "leading")
         self.notifier.ready(f"leading {len(leading)} of {len(states)} namespaces")
+
+    def fail(self, exc: BaseException) -> None:
+        """A runner's thread ended with an error: the process stops, and says why."""
+        with self._lock:
+            self._failure = self._failure or exc
+        self.request_stop()
 
     def stopping(self, text: str) -> None:
         if self.stop_requested.is_set():  # not when a runner only gave its lease up

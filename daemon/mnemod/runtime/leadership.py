@@ -17,11 +17,11 @@ from __future__ import annotations
 import math
 import threading
 
-import redis
 import structlog
 
 from mnemod.clock import Clock
 from mnemod.processes import owner_is_gone
+from mnemod.redisio.connection import OUTAGE_ERRORS
 from mnemod.redisio.presence import Presence
 
 log = structlog.get_logger("mnemod.leadership")
@@ -52,7 +52,7 @@ class Leadership:
             gone = [m for m in members if m != self.owner and owner_is_gone(m)]
             for member in gone:
                 self.daemons.gone(member)
-        except (redis.ConnectionError, redis.TimeoutError):
+        except OUTAGE_ERRORS:
             return
         live = max(1, len(members) - len(gone))
         if live != self.live:
@@ -62,7 +62,7 @@ class Leadership:
     def leave(self) -> None:
         try:
             self.daemons.gone(self.owner)
-        except (redis.ConnectionError, redis.TimeoutError):
+        except OUTAGE_ERRORS:
             return
 
     # ---- the runners' threads --------------------------------------------------------------

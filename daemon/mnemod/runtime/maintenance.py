@@ -80,8 +80,8 @@ class Maintenance:
         self.engine, self.hot = engine, hot
         self.commit, self.finished, self.settle = commit, finished, settle
         self.queue: list[Job] = []
-        self.last_run = time.monotonic()
-        self.committed_at = time.monotonic()
+        self.last_run = self.engine.clock.monotonic()
+        self.committed_at = self.engine.clock.monotonic()
         self.uncommitted = False
 
     @property
@@ -90,7 +90,7 @@ class Maintenance:
 
     @property
     def starved(self) -> bool:
-        return bool(self.queue) and time.monotonic() - self.last_run > STARVED_SECONDS
+        return bool(self.queue) and self.engine.clock.monotonic() - self.last_run > STARVED_SECONDS
 
     def start(self, kind: str, dry_run: bool = False, by: str = "gc") -> None:
         """Queue a job, unless one that does as much is queued or running."""
@@ -103,7 +103,7 @@ class Maintenance:
 
     def run(self, seconds: float | None) -> None:
         """About `seconds` of the job in hand (every queued job to its end with None)."""
-        self.last_run = time.monotonic()
+        self.last_run = self.engine.clock.monotonic()
         deadline = None if seconds is None else time.perf_counter() + seconds
         while self.queue:
             job = self.queue[0]
@@ -125,11 +125,11 @@ class Maintenance:
             if self.uncommitted and (
                 done
                 or len(self.engine.changed) >= COMMIT_CHANGES
-                or time.monotonic() - self.committed_at >= COMMIT_SECONDS
+                or self.engine.clock.monotonic() - self.committed_at >= COMMIT_SECONDS
             ):
                 committing = started()
                 self.commit()  # durable a few slices at a time, then in the hot layer
-                self.committed_at, self.uncommitted = time.monotonic(), False
+                self.committed_at, self.uncommitted = self.engine.clock.monotonic(), False
                 note_stall(f"{job.kind} commit", committing)
             if not done:
                 return

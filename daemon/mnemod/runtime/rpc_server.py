@@ -21,6 +21,7 @@ import structlog
 
 from mnemod.clock import Clock
 from mnemod.errors import InvalidInputError
+from mnemod.redisio.connection import FAILOVER_ERRORS
 from mnemod.redisio.dead_letters import dead_letter
 from mnemod.redisio.keys import Keys
 from mnemod.redisio.replies import ReplyChannel
@@ -100,6 +101,8 @@ class RpcServer:
             return
         try:
             self._answer(request_id, raw, request, started)
+        except FAILOVER_ERRORS:
+            raise  # not the request's fault: answered once Redis settles (it stays pending)
         except redis.ResponseError as exc:
             self._refuse(request_id, raw, f"cannot answer: {exc}", request.reply_to)
 

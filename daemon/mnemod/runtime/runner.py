@@ -27,7 +27,7 @@ from mnemod.clock import Clock
 from mnemod.config import Config, parse_schedule
 from mnemod.errors import LockedError, MnemodError
 from mnemod.processes import describe_owner, owner_is_gone
-from mnemod.redisio.connection import Backoff, describe
+from mnemod.redisio.connection import OUTAGE_ERRORS, Backoff, describe
 from mnemod.redisio.keys import Keys
 from mnemod.redisio.lease import Lease
 from mnemod.redisio.presence import Presence
@@ -45,7 +45,7 @@ from mnemod.store.heap import freeze_heap
 from mnemod.store.paths import NamespacePaths
 
 log = structlog.get_logger("mnemod.daemon")
-REDIS_ERRORS = (redis.ConnectionError, redis.TimeoutError)
+REDIS_ERRORS = OUTAGE_ERRORS
 
 
 class LeaseLost(MnemodError):
@@ -56,11 +56,13 @@ class Host(Protocol):
     """What the process gives each of its namespaces (runtime.daemon.Daemon)."""
 
     config: Config
-    clock: Clock
     owner: str
     url: str
     metrics: Metrics
     stop_requested: threading.Event
+
+    @property
+    def clock(self) -> Clock: ...
 
     @property
     def client(self) -> redis.Redis: ...
@@ -75,6 +77,8 @@ class Host(Protocol):
     def announce(self, namespace: str, state: str, text: str) -> None: ...
 
     def stopping(self, text: str) -> None: ...
+
+    def fail(self, exc: BaseException) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -115,9 +119,18 @@ class NamespaceRunner:
     # ---- from the process's thread --------------------------------------------------------
     def start_thread(self) -> None:
         self.thread = threading.Thread(
-            target=self.run, name=f"mnemod-ns-{self.namespace}", daemon=True
+            target=self._run_on_thread, name=f"mnemod-ns-{self.namespace}", daemon=True
         )
         self.thread.start()
+
+    def _run_on_thread(self) -> None:
+        """`run`, whose failure stops the process as it would a daemon of this namespace
+        alone (systemd restarts it), rather than leave the namespace unled."""
+        try:
+            self.run()
+        except BaseException as exc:  # noqa: BLE001 (any: it ends the process, reported)
+            log.error("daemon.namespace_failed", namespace=self.namespace, error=repr(exc)[:300])
+            self.host.fail(exc)
 
     def reload(self, fresh: Config) -> None:
         """A new config, taken up by the loop at its next turn."""
@@ -253,6 +266,7 @@ class NamespaceRunner:
                 engine.paths.l2_dir,
                 config.daemon.watch_debounce.total_seconds(),
                 self.commands.post,
+                clock,
             )
             watcher.start()
             stack.callback(watcher.stop)

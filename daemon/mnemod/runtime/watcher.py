@@ -7,7 +7,6 @@ period. Idle cost is the observer's inotify wait: no polling.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import structlog
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
+from mnemod.clock import Clock
 from mnemod.files.atomic import make_dirs
 from mnemod.runtime.commands import Command
 
@@ -37,10 +37,12 @@ class _Recorder(FileSystemEventHandler):
 
 
 class Debouncer:
-    """Collects touched paths; after `delay` seconds without news, posts commands."""
+    """Collects touched paths; after `delay` seconds (of `clock.monotonic`) without news,
+    posts commands."""
 
-    def __init__(self, delay: float, post: Callable[[Command], None]) -> None:
+    def __init__(self, delay: float, post: Callable[[Command], None], clock: Clock) -> None:
         self.delay = delay
+        self.clock = clock
         self._post = post
         self._pending: dict[tuple[str, Path], float] = {}
         self._cond = threading.Condition()
@@ -58,8 +60,22 @@ class Debouncer:
 
     def touch(self, kind: str, path: Path) -> None:
         with self._cond:
-            self._pending[(kind, path)] = time.monotonic()
+            self._pending[(kind, path)] = self.clock.monotonic()
             self._cond.notify()
+
+    def post_due(self) -> float | None:
+        """Post a command for each path quiet for `delay`; the seconds until the next is
+        due (None when none waits)."""
+        with self._cond:
+            now = self.clock.monotonic()
+            due = [k for k, at in self._pending.items() if now - at >= self.delay]
+            for key in due:
+                del self._pending[key]
+                kind, path = key
+                self._post(Command(kind, path))
+            if not self._pending:
+                return None
+            return max(0.0, self.delay - (now - min(self._pending.values())))
 
     def _run(self) -> None:
         with self._cond:
@@ -67,24 +83,23 @@ class Debouncer:
                 if not self._pending:
                     self._cond.wait()
                     continue
-                now = time.monotonic()
-                due = [k for k, at in self._pending.items() if now - at >= self.delay]
-                for key in due:
-                    del self._pending[key]
-                    kind, path = key
-                    self._post(Command(kind, path))
-                if not due:
-                    oldest = min(self._pending.values())
-                    self._cond.wait(timeout=max(0.01, self.delay - (now - oldest)))
+                wait = self.post_due()
+                if wait is not None:
+                    self._cond.wait(timeout=max(0.01, wait))
 
 
 class Watcher:
     """Watches the L1 folder (reload_l1 per file) and the L2 folder (reload_l2)."""
 
     def __init__(
-        self, l1_dir: Path, l2_dir: Path, delay: float, post: Callable[[Command], None]
+        self,
+        l1_dir: Path,
+        l2_dir: Path,
+        delay: float,
+        post: Callable[[Command], None],
+        clock: Clock,
     ) -> None:
-        self.debouncer = Debouncer(delay, post)
+        self.debouncer = Debouncer(delay, post, clock)
         self.observer = Observer()
         for folder, kind in ((l1_dir, "reload_l1"), (l2_dir, "reload_l2")):
             make_dirs(folder)

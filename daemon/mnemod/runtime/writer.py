@@ -28,6 +28,7 @@ from mnemod.clock import Clock
 from mnemod.config import Config
 from mnemod.errors import InvalidInputError, NotFoundError
 from mnemod.redisio.changes import publish_changes
+from mnemod.redisio.connection import REDIS_FAILURES
 from mnemod.redisio.dead_letters import dead_letter
 from mnemod.redisio.events import Event, is_applied, parse_event
 from mnemod.redisio.keys import Keys
@@ -102,7 +103,7 @@ class Writer:
         )
         # the backlog (delivered before a crash, never acknowledged) first, then new ones
         self.read_from = {keys.events: "0", keys.rpc: "0"}
-        self.last_commit = time.monotonic()
+        self.last_commit = self.clock.monotonic()
         self.snapshot_interval = 2.0
         self.job_results: dict[str, dict[str, Any]] = {}
         self.groups_recreated = False
@@ -203,7 +204,7 @@ class Writer:
         self.hot_pending = {}
         try:
             self.hot.apply_changes(self.engine, pending)
-        except redis.RedisError:
+        except REDIS_FAILURES:
             for entry_id, op in pending.items():  # newer changes win
                 self.hot_pending.setdefault(entry_id, op)
             raise
@@ -299,13 +300,13 @@ class Writer:
         if force:
             self.books.run(None)
         failing = self.commits.failing
-        elapsed = time.monotonic() - self.last_commit
+        elapsed = self.clock.monotonic() - self.last_commit
         if failing:
             due = force or self.commits.retry_in == 0
         else:
             due = force or (self.commits.dirty and elapsed >= self.snapshot_interval)
         if due:
-            self.last_commit = time.monotonic()
+            self.last_commit = self.clock.monotonic()
             self._commit_batch()
         elif self.unacked and not failing:
             self.publish({})  # what Redis did not take the last time, first
@@ -314,7 +315,7 @@ class Writer:
             self.publish({})
         self.commits.derive(everything=checkpoint)
         started = self._start_checkpoint(checkpoint)
-        if time.monotonic() - self.books.sealed_at >= self.snapshot_interval:
+        if self.clock.monotonic() - self.books.sealed_at >= self.snapshot_interval:
             self.books.seal()
         return started
 
@@ -383,7 +384,7 @@ class Writer:
         events, self.unacked = self.unacked, []
         try:
             self.stream.acknowledge(events)
-        except redis.RedisError:
+        except REDIS_FAILURES:
             self.unacked = events + self.unacked  # durable: acknowledged (or skipped) later
             raise
 

@@ -17,7 +17,6 @@ changes into one commit. The daemon turns autosave off and commits once per batc
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -90,7 +89,7 @@ class Commits:
         self.pending: dict[str, str] = {}  # entry id -> strongest op since the last commit
         self.events: list[str] = []  # event ids applied since the last commit
         self.soft_only = True  # pending holds accesses only
-        self.last_commit = time.monotonic()
+        self.last_commit = self.clock.monotonic()
         self._l2_types: dict[str, str] = {e.id: e.type for e in state.l2.values()}
         self._queue: list[_Queued] = []
         self._unappended: list[dict[str, Any]] = []  # records a failed append left
@@ -98,7 +97,7 @@ class Commits:
         self._retry_at = 0.0
         self.checkpoint_seq = checkpoint_seq  # held by index.json
         self._bak_seq = checkpoint_seq  # held by index.json.bak (at most)
-        self._checkpoint_at = time.monotonic()
+        self._checkpoint_at = self.clock.monotonic()
         self._log_at_checkpoint = changelog.size if not readonly else 0
         self._depth = 0
         self.take_edit: Callable[[Edit], None] | None = None  # the engine's, for edits
@@ -135,7 +134,8 @@ class Commits:
         return bool(self.events or self._unappended or not self.soft_only) and self.dirty
 
     def access_commit_due(self) -> bool:
-        return bool(self.pending) and time.monotonic() - self.last_commit >= ACCESS_SAVE_SECONDS
+        elapsed = self.clock.monotonic() - self.last_commit
+        return bool(self.pending) and elapsed >= ACCESS_SAVE_SECONDS
 
     def maybe_commit(self) -> None:
         if not self.autosave or self._depth:
@@ -171,7 +171,7 @@ class Commits:
     @property
     def retry_in(self) -> float:
         """Seconds until a failed append is tried again (0 when none failed)."""
-        return max(0.0, self._retry_at - time.monotonic()) if self.failures else 0.0
+        return max(0.0, self._retry_at - self.clock.monotonic()) if self.failures else 0.0
 
     def commit(self, now: datetime | None = None) -> int:
         """Make every change since the last commit durable; returns the records appended
@@ -191,11 +191,11 @@ class Commits:
         except OSError:
             self.failures += 1
             delay = RETRY_SECONDS * 2 ** min(self.failures - 1, 16)
-            self._retry_at = time.monotonic() + min(RETRY_CAP_SECONDS, delay)
+            self._retry_at = self.clock.monotonic() + min(RETRY_CAP_SECONDS, delay)
             raise
         self._unappended = []
         self.failures = 0
-        self.last_commit = time.monotonic()
+        self.last_commit = self.clock.monotonic()
         for record in records:
             self._queue.append(_Queued(record["seq"], record["history"], record["archive"]))
         self.derive()
@@ -304,7 +304,7 @@ class Commits:
         grown = self.log.size - self._log_at_checkpoint
         return (
             grown >= CHECKPOINT_BYTES
-            or time.monotonic() - self._checkpoint_at >= CHECKPOINT_SECONDS
+            or self.clock.monotonic() - self._checkpoint_at >= CHECKPOINT_SECONDS
         )
 
     def prepare_checkpoint(
@@ -329,7 +329,7 @@ class Commits:
             l2_written=dict(self.l2.written),
         )
         write = self.index.job(snapshot, self.clock.now(), self.texts.of(state.entries))
-        self._checkpoint_at = time.monotonic()
+        self._checkpoint_at = self.clock.monotonic()
         self._log_at_checkpoint = self.log.size
 
         def run() -> int:

@@ -1,0 +1,113 @@
+"""A namespace runner (runtime.runner) on its own thread, with a real Redis and files but a
+fake clock: it renews its lease when the clock says a third of its TTL went by, and hands
+the namespace over when it leads more than its share and another daemon stands by."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import redis
+
+from helpers import wait_until
+from mnemod.clock import FixedClock
+from mnemod.config import Config, load_config
+from mnemod.redisio.connection import Backoff
+from mnemod.redisio.keys import Keys, daemons_key
+from mnemod.redisio.presence import Presence
+from mnemod.runtime.leadership import Leadership
+from mnemod.runtime.metrics import Metrics
+from mnemod.runtime.runner import Folders, NamespaceRunner
+
+TTL = 30.0
+KEYS = Keys("mnemod", "default")
+
+
+@dataclass
+class Host:
+    """What the process gives a runner (runtime.daemon.Daemon), with a fake clock."""
+
+    client: redis.Redis
+    leadership: Leadership
+    clock: FixedClock
+    config: Config = field(
+        default_factory=lambda: load_config({"daemon": {"lease_ttl": TTL, "block": "50ms"}})
+    )
+    owner: str = "host:1:me"
+    url: str = "unix:///test"
+    metrics: Metrics = field(default_factory=Metrics)
+    stop_requested: threading.Event = field(default_factory=threading.Event)
+    said: list[str] = field(default_factory=list)
+
+    def wait_out(self, backoff: Backoff, error: str) -> None:
+        backoff.sleep(backoff.next_delay())
+
+    def revive_embedded(self) -> bool:
+        return False
+
+    def announce(self, namespace: str, state: str, text: str) -> None:
+        self.said.append(state)
+
+    def stopping(self, text: str) -> None:
+        return None
+
+    def fail(self, exc: BaseException) -> None:
+        raise AssertionError(f"the runner failed: {exc!r}") from exc
+
+
+@pytest.fixture
+def host(redis_client: redis.Redis) -> Host:
+    clock = FixedClock()
+    daemons = Presence(redis_client, daemons_key("mnemod"), TTL)
+    return Host(redis_client, Leadership(daemons, "host:1:me", clock, TTL), clock)
+
+
+@pytest.fixture
+def runner(host: Host, tmp_path: Path) -> Iterator[NamespaceRunner]:
+    host.leadership.served = 1
+    host.leadership.beat()
+    made = NamespaceRunner(host, "default", Folders(tmp_path, tmp_path / "l1"))
+    made.start_thread()
+    try:
+        yield made
+    finally:
+        host.stop_requested.set()
+        assert made.thread is not None
+        made.thread.join(timeout=30)
+        host.leadership.leave()
+
+
+def test_the_lease_is_renewed_when_a_third_of_its_ttl_went_by(
+    host: Host, runner: NamespaceRunner, redis_client: redis.Redis
+) -> None:
+    wait_until(lambda: runner.state == "running", timeout=20)
+    assert redis_client.get(KEYS.lease) == host.owner
+    redis_client.pexpire(KEYS.lease, 5_000)  # as if time went by since the last renewal
+    host.clock.advance(TTL / 3 - 0.5)
+    wait_until(lambda: host.clock.monotonic() - runner.beat < 0.01, timeout=5)  # turns on
+    assert redis_client.pttl(KEYS.lease) <= 5_000  # not yet due
+    host.clock.advance(0.5)
+    wait_until(lambda: redis_client.pttl(KEYS.lease) > 5_000, timeout=5)
+
+
+def test_a_leader_over_its_share_hands_over_to_a_daemon_standing_by(
+    host: Host, runner: NamespaceRunner, redis_client: redis.Redis
+) -> None:
+    wait_until(lambda: runner.state == "running", timeout=20)
+    Presence(redis_client, daemons_key("mnemod"), TTL).here("host:2:other")
+    host.leadership.served = 2
+    host.leadership.beat()
+    host.leadership.leading["another"] = host.clock.monotonic()  # it leads two: share 1
+    Presence(redis_client, KEYS.standby, TTL).here("host:2:other")
+    redis_client.pexpire(KEYS.lease, 5_000)
+    host.clock.advance(TTL / 3)  # renewal due, but led for less than a lease time
+    wait_until(lambda: redis_client.pttl(KEYS.lease) > 5_000, timeout=5)
+    assert runner.state == "running"
+    host.clock.advance(TTL)
+    wait_until(lambda: runner.state == "standby", timeout=10)
+    assert redis_client.get(KEYS.lease) is None  # released for the other to take
+    assert host.said == ["leading", "standby"]
+    assert "default" not in host.leadership.leading
