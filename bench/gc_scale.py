@@ -14,9 +14,11 @@ For each size:
   index, survivors are added again), the index settled; then `--new` more memories of the
   same corpus are added, and `after_new` is the plan from the index (looking only from the
   entries changed since: the new ones and the merge survivors);
-- `full_check`: whether that plan equals the plan from scratch of the same entries;
+- `full_check`: whether that plan equals the plan from scratch of the same entries with
+  the same word counts;
 - `looked_from`: how many entries that plan looks from; `pending`: the pairs it judges
-  again because their refusal rested on word weights (which move with the store);
+  again (none: word weights come from counts the index keeps until a share of the store
+  changed, so a refused pair waits for one of its entries to change);
 - `exhaustive`: the pass GC made before (`domain.dedup.merge_groups` over every live
   entry, whose candidate pairs from a prefix filter are all enumerated and kept in a set,
   then judged by `domain.dedup.compare`):
@@ -36,6 +38,7 @@ near-duplicate check on add, for comparison.
 from __future__ import annotations
 
 import argparse
+import math
 import random
 import sys
 import time
@@ -56,7 +59,7 @@ from mnemod.domain.keywords import extract_keywords  # noqa: E402
 from mnemod.domain.merge import decide_merge, merge_into  # noqa: E402
 from mnemod.domain.model import Entry  # noqa: E402
 from mnemod.domain.retention import is_expired  # noqa: E402
-from mnemod.domain.similar_pairs import KeywordIndex  # noqa: E402
+from mnemod.domain.similar_pairs import KeywordIndex, WordCounts  # noqa: E402
 from mnemod.store.lookup import Lookup  # noqa: E402
 from results import write_results  # noqa: E402
 
@@ -122,11 +125,14 @@ def lookup_of(entries: list[Entry]) -> Lookup:
     return lookup
 
 
-def exhaustive_merges(entries: list[Entry], config: Config, now: datetime) -> list[Any]:
-    """The merges of the pass GC made before the index."""
+def exhaustive_merges(
+    entries: list[Entry], config: Config, now: datetime, counts: WordCounts | None = None
+) -> list[Any]:
+    """The merges of the pass GC made before the index (word weights from `counts`,
+    default: over the live entries)."""
     live = [e for e in entries if not is_expired(e, now)]
     merges = []
-    for survivor, *others in dedup.merge_groups(live, config.dedup):
+    for survivor, *others in dedup.merge_groups(live, config.dedup, counts=counts):
         taken = mergeable(survivor, others, now)
         if taken:
             merges.append((survivor.id, [o.id for o in taken]))
@@ -138,6 +144,7 @@ def apply(plan: GcPlan, entries: dict[str, Entry], index: KeywordIndex, now: dat
     for entry_id in plan.expired:
         del entries[entry_id]
         index.discard(entry_id)
+    drift = index.drift
     for survivor_id, folded_ids in plan.merges:
         survivor = entries[survivor_id]
         for folded_id in folded_ids:
@@ -145,6 +152,7 @@ def apply(plan: GcPlan, entries: dict[str, Entry], index: KeywordIndex, now: dat
             merge_into(survivor, folded, now, decide_merge(survivor, folded))
             index.discard(folded_id)
         index.add(survivor)
+    index.discount(index.drift - drift)  # as store.gc_run does
     for entry_id in plan.promote:
         del entries[entry_id]
         index.discard(entry_id)
@@ -189,9 +197,13 @@ def measure(
     )
     row["after_new_merges"] = len(after.merges)
     row["after_new_peak_mb"] = peak_mb(lambda: plan_gc(current, config, now, index=index))
-    row["full_check"] = after.merges == plan_gc(current, config, now).merges
+    fresh = KeywordIndex(config.dedup.floor, current, reweigh_at=math.inf)
+    fresh.weights = index.weights  # the same word counts, every entry looked from
+    row["full_check"] = after.merges == plan_gc(current, config, now, index=fresh).merges
     if size <= exhaustive_max:
-        row["after_new_exhaustive_check"] = after.merges == exhaustive_merges(current, config, now)
+        row["after_new_exhaustive_check"] = after.merges == exhaustive_merges(
+            current, config, now, index.weights
+        )
     for key, value in row.items():
         if isinstance(value, float):
             row[key] = round(value, 3)

@@ -14,25 +14,34 @@ synthetic sentences without the data file) is built once through `Store.add` ins
   resident memory of the daemon and of its redis-server `--settle` s after that;
   XADD→visible, one agent adding at `--visible-rate` events/s, timed until the item's hash
   `m:<id>` exists in the hot layer and, separately, until the event is acknowledged
-  (durable: in the change log); resolve over the RPC stream, idle and while a
-  full GC (`op gc` on the events stream) runs on the writer;
+  (durable: in the change log);
 - CLI reads: `mnemod stats|get|status|list` as processes, on the closed store and beside the
   running daemon after the XADD→visible adds (change-log records after the checkpoint), and
   the interpreter importing the CLI alone;
+- maintenance (a daemon on a copy, expiry and the hot refresh every 2 s): resolves over
+  the RPC stream one after another, idle, while a full GC (`op gc` on the events stream)
+  runs in slices on the writer, and for `--window` s while an agent adds 50 memories/s
+  (checkpoints fall due as the log grows): latency and the longest gap between two answers
+  in each phase, the jobs seen to finish, and the longest stretch of each kind the writer
+  logged as `writer.stalled` (over 50 ms; wall and the writer's own CPU);
 - durable ingest (on fresh copies of the built store, and of an empty one): `--events`
   adds XADDed in pipelines by 1 and by 8 agent processes, events/s from the first XADD until
   the last is acknowledged, and how fast the agents could XADD;
-- GC: `engine.gc()` on a copy, from scratch and again after 1,000 more memories, at sizes
-  up to `--gc-max`; beyond, extrapolated from the measured sizes (log-log fit) and said so.
+- GC, at sizes up to `--gc-max`: the plan alone (`domain.gc.plan_gc`, from scratch), the
+  exhaustive pass GC made before the index (up to `--exhaustive-max`), `engine.gc()` from
+  scratch and again after 1,000 more memories (engine and plan); beyond, extrapolated from
+  the measured sizes (log-log fit, or n² from one) and marked EXTRAPOLATED.
 
 The open, the daemon's start-up and the CLI reads are also given in CPU seconds (user and
 system), steadier than the clock when other work shares the machine.
 
 Ratios are against a baseline of the same run: the smallest size (library add), the empty
-store (ingest, RSS), 1 agent (8 agents), idle RPC resolve (resolve during GC).
+store (ingest, RSS), 1 agent (8 agents), idle RPC resolve (resolve during GC). The load
+average is printed: on a shared machine every wall time stretches.
 
     python bench/scale.py [--sizes 1000,10000,100000] [--quick] [--adds 200] [--events 5000]
-        [--gc-max 10000] [--profile] [--out bench/results/scale.json]
+        [--gc-max 10000] [--exhaustive-max 10000] [--window 10] [--only all|maintenance]
+        [--profile] [--out bench/results/scale.json]
 """
 
 from __future__ import annotations
@@ -41,6 +50,7 @@ import argparse
 import contextlib
 import cProfile
 import io
+import itertools
 import json
 import math
 import multiprocessing
@@ -67,6 +77,8 @@ import footprint  # noqa: E402
 import mnemod  # noqa: E402
 import resolve_speed as speed  # noqa: E402
 from mnemod.client import Client  # noqa: E402
+from mnemod.domain import dedup  # noqa: E402
+from mnemod.domain.gc import plan_gc  # noqa: E402
 from mnemod.ids import new_id  # noqa: E402
 from mnemod.redisio.connection import connect  # noqa: E402
 from mnemod.redisio.keys import GROUP, Keys  # noqa: E402
@@ -119,9 +131,14 @@ class Daemon:
     moment of `daemon.running` is seen as it is written."""
 
     def __init__(
-        self, folder: Path, profile: Path | None = None, namespaces: Sequence[str] = ()
+        self,
+        folder: Path,
+        profile: Path | None = None,
+        namespaces: Sequence[str] = (),
+        extra: dict[str, str] | None = None,
     ) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMOD_")} | speed.ENV
+        env |= extra or {}
         env["PYTHONPATH"] = str(ROOT / "daemon")
         args = [sys.executable, "-m", "mnemod.cli.main", "run", "--data-dir", str(folder)]
         if namespaces:  # running once each of them leads
@@ -197,8 +214,10 @@ class Daemon:
 
 
 @contextlib.contextmanager
-def daemon(folder: Path, profile: Path | None = None) -> Iterator[Daemon]:
-    running = Daemon(folder, profile)
+def daemon(
+    folder: Path, profile: Path | None = None, extra: dict[str, str] | None = None
+) -> Iterator[Daemon]:
+    running = Daemon(folder, profile, extra=extra)
     try:
         running.wait_running()
         yield running
@@ -356,43 +375,119 @@ def ingest(
     return row
 
 
-def rpc_resolves_during_gc(url: str, prompts: Sequence[str], idle_calls: int) -> dict[str, Any]:
-    """Resolve over RPC idle, then while a GC (an `op gc` event) runs on the writer."""
-    memory = Client(url)
-    calls = iter(prompts * 1000)
-    for _ in range(5):
-        memory.resolve(next(calls), budget=speed.BUDGET, timeout=600)
-    idle = [timed(lambda: memory.resolve(next(calls), budget=speed.BUDGET, timeout=600))
-            for _ in range(idle_calls)]  # fmt: skip
-    during: list[tuple[float, float]] = []  # (started, seconds)
-    stop = threading.Event()
+class Asker:
+    """Resolves over RPC one after another on a thread of its own, each answer's time kept:
+    the longest gap between two answers is the longest the writer's loop kept every
+    request waiting (plus one request's own time)."""
 
-    def ask() -> None:
-        while not stop.is_set():
+    def __init__(self, url: str, prompts: Sequence[str]) -> None:
+        self.memory = Client(url)
+        self.calls = iter(list(prompts) * 100_000)
+        self.done: list[tuple[float, float]] = []  # (answered at, seconds it took)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._ask, daemon=True)
+        self.thread.start()
+
+    def _ask(self) -> None:
+        while not self.stop.is_set():
             started = time.perf_counter()
-            memory.resolve(next(calls), budget=speed.BUDGET, timeout=600)
-            during.append((started, time.perf_counter() - started))
-            time.sleep(0.005)
+            self.memory.resolve(next(self.calls), budget=speed.BUDGET, timeout=600)
+            now = time.perf_counter()
+            self.done.append((now, now - started))
 
-    asker = threading.Thread(target=ask, daemon=True)
-    asker.start()
-    time.sleep(0.2)
-    client = connect(url, socket_timeout=60.0)
-    gc_sent = time.perf_counter()
-    event_id = str(client.xadd(KEYS.events, {"op": "gc", "data": "{}"}))
-    while not is_acked(event_id, *acked_through(client)):
-        time.sleep(0.005)
-    gc_done = time.perf_counter()
-    time.sleep(0.2)
-    stop.set()
-    asker.join(timeout=600)
-    memory.close()
-    overlapping = [s for at, s in during if at + s >= gc_sent and at <= gc_done]
-    return {
-        "idle_ms": stats(idle),
-        "during_gc_ms": stats(overlapping),
-        "gc_event_s": round(gc_done - gc_sent, 2),
-    }
+    def between(self, start: float, end: float) -> dict[str, Any]:
+        """Latency of the answers given in [start, end], and the longest gap between
+        answers there (from the last answer before `start`)."""
+        answered = [(at, took) for at, took in self.done if start <= at <= end]
+        before = [at for at, _ in self.done if at < start]
+        times = ([before[-1]] if before else [start]) + [at for at, _ in answered]
+        gaps = [b - a for a, b in itertools.pairwise(times)]
+        return {
+            **stats([took for _, took in answered]),
+            "max_gap_ms": round(max(gaps, default=end - start) * 1000, 1),
+        }
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(timeout=600)
+        self.memory.close()
+
+
+def wait_log(
+    running: Daemon, event: str, count: int, timeout: float = 3600.0, **match: Any
+) -> None:
+    deadline = time.monotonic() + timeout
+    while (
+        len([r for r in running.events(event) if all(r.get(k) == v for k, v in match.items())])
+        < count
+    ):
+        if time.monotonic() > deadline or running.proc.poll() is not None:
+            raise RuntimeError(f"no {event} from the daemon")
+        time.sleep(0.01)
+
+
+MAINTENANCE_ENV = {"MNEMOD_SCHEDULE_EXPIRY": "2s", "MNEMOD_SCHEDULE_HOT_REFRESH": "2s"}
+
+
+def maintenance_stalls(folder: Path, source: Iterator[str], prompts: Sequence[str],
+                       window: float) -> dict[str, Any]:  # fmt: skip
+    """Resolve over RPC, one after another, idle, while a full GC (an `op gc` event) runs,
+    and for `window` s while an agent adds 50 memories/s with expiry and the hot refresh
+    every 2 s (and the checkpoints the log's growth makes due): latencies and the longest
+    gap between answers in each phase, with the jobs seen to finish in it."""
+    with daemon(folder, extra=MAINTENANCE_ENV) as running:
+        asker = Asker(running.url, prompts)
+        client = connect(running.url, socket_timeout=60.0)
+        try:
+            time.sleep(1.0)
+            start = time.perf_counter()
+            time.sleep(2.0)
+            row: dict[str, Any] = {"idle": asker.between(start, time.perf_counter())}
+            seen = len([r for r in running.events("gc.finished") if not r.get("expire_only")])
+            gc_sent = time.perf_counter()
+            client.xadd(KEYS.events, {"op": "gc", "data": "{}"})
+            wait_log(running, "gc.finished", seen + 1, expire_only=False)
+            gc_done = time.perf_counter()
+            finished = [r for r in running.events("gc.finished") if not r.get("expire_only")][-1]
+            row["gc"] = {
+                **asker.between(gc_sent, gc_done),
+                "gc_s": round(gc_done - gc_sent, 2),
+                "busy_ms": finished.get("busy_ms"),
+                "longest_step_ms": finished.get("longest_step_ms"),
+                "merged": finished.get("merged"),
+            }
+            counts = {e: len(running.events(e)) for e in JOB_EVENTS}
+            start = time.perf_counter()
+            while time.perf_counter() - start < window:
+                client.xadd(KEYS.events, add_fields(next(source)))
+                time.sleep(0.02)
+            end = time.perf_counter()
+            row["steady"] = {
+                **asker.between(start, end),
+                **{name: len(running.events(e)) - counts[e] for e, name in JOB_EVENTS.items()},
+            }
+            row["stalls"] = stalls(running)
+        finally:
+            asker.close()
+            client.close()
+    return row
+
+
+def stalls(running: Daemon) -> dict[str, list[float]]:
+    """The longest stretch of each kind the writer logged as keeping requests waiting
+    (`writer.stalled`: over 50 ms): [wall ms, the writer's CPU ms in it] (on a loaded
+    machine the difference is time spent waiting for a core)."""
+    longest: dict[str, list[float]] = {}
+    for row in running.events("writer.stalled"):
+        what = str(row.get("what"))
+        wall, cpu = float(row.get("ms", 0.0)), float(row.get("cpu_ms", 0.0))
+        was = longest.get(what, [0.0, 0.0])
+        longest[what] = [max(was[0], wall), max(was[1], cpu)]
+    return longest
+
+
+JOB_EVENTS = {"gc.finished": "expiry_runs", "hot.rebuilt": "hot_refreshes",
+              "snapshot.written": "checkpoints"}  # fmt: skip
 
 
 def cli_reads(folder: Path, entry_id: str, tries: int = 3) -> dict[str, float]:
@@ -487,20 +582,36 @@ def library(folder: Path, size: int, source: Iterator[str], prompts: Sequence[st
     return row
 
 
-def gc_times(folder: Path, source: Iterator[str], size: int) -> dict[str, Any]:
-    """`engine.gc()` from scratch, then after 1,000 more memories."""
+def gc_times(folder: Path, source: Iterator[str], size: int, exhaustive_max: int) -> dict[str, Any]:
+    """`engine.gc()` from scratch, then after 1,000 more memories; the plan alone
+    (`domain.gc.plan_gc`, no index: from scratch) on the same entries, and the exhaustive
+    pass GC made before the index (`domain.dedup.merge_groups`) up to `exhaustive_max`."""
     store = mnemod.open(folder, config=speed.CONFIG)
+    row: dict[str, Any] = {}
     try:
-        first = timed(store.engine.gc)
-        left = len(store.engine.entries)
+        engine = store.engine
+        entries = list(engine.entries.values())
+        now = engine.clock.now()
+        row["plan_s"] = round(timed(lambda: plan_gc(entries, engine.config, now)), 3)
+        if size <= exhaustive_max:
+            row["exhaustive_s"] = round(
+                timed(lambda: dedup.merge_groups(entries, engine.config.dedup)), 3
+            )
+        row["gc_s"] = round(timed(engine.gc), 3)
+        row["after_gc"] = len(engine.entries)
         when = speed.START + speed.STEP * (size + 10_000)
-        with store.engine.batch():
+        with engine.batch():
             for index in range(1000):
                 store.add(next(source), created_at=when + timedelta(seconds=index))
-        again = timed(store.engine.gc)
+        entries = list(engine.entries.values())
+        index_ = engine.gc_index()
+        row["plan_after_1k_s"] = round(
+            timed(lambda: plan_gc(entries, engine.config, now, index=index_)), 3
+        )
+        row["gc_after_1k_s"] = round(timed(engine.gc), 3)
     finally:
         store.close()
-    return {"gc_s": round(first, 3), "gc_after_1k_s": round(again, 3), "after_gc": left}
+    return row
 
 
 def extrapolate(measured: dict[int, float], size: int) -> tuple[float, str]:
@@ -518,14 +629,20 @@ def extrapolate(measured: dict[int, float], size: int) -> tuple[float, str]:
 
 
 # ---- one size -------------------------------------------------------------------------------
-def run_size(size: int, base: Path, turns: list[str], prompts: list[str],
-             args: argparse.Namespace) -> dict[str, Any]:  # fmt: skip
+def built(size: int, base: Path, turns: list[str]) -> tuple[Iterator[str], Path, dict[str, Any]]:
+    """The corpus's memories, the folder of a store of `size` of them, and the row."""
     source = speed.memories(turns, random.Random(size))
     folder = base / f"n{size}"
     row: dict[str, Any] = {"entries": size}
     row["build_s"] = round(speed.build(folder, size, source), 1)
-    pristine = copy_store(folder, base / f"n{size}-built")
     log(f"{size}: built in {row['build_s']} s")
+    return source, folder, row
+
+
+def run_size(size: int, base: Path, turns: list[str], prompts: list[str],
+             args: argparse.Namespace) -> dict[str, Any]:  # fmt: skip
+    source, folder, row = built(size, base, turns)
+    pristine = copy_store(folder, base / f"n{size}-built")
     row.update(library(folder, size, source, prompts, args))
     log(f"{size}: library add p50 {row['add_ms']['p50']} ms, open {row['open_s']} s")
     row["cli"] = cli_reads(folder, row["probe_id"], args.cli_tries)
@@ -537,9 +654,8 @@ def run_size(size: int, base: Path, turns: list[str], prompts: list[str],
         row.update(running.memory())
         row["visible"] = xadd_visible(running.url, source, args.visible, args.visible_rate)
         row["cli_daemon"] = cli_reads(folder, row["probe_id"], args.cli_tries)
-        if size <= args.gc_max:
-            row["rpc"] = rpc_resolves_during_gc(running.url, prompts, len(prompts))
         log(f"{size}: daemon start {row['start_s']} s, rss {row['rss_mb']} MB")
+    maintenance(row, size, pristine, base, source, prompts, args)
     row["ingest"] = []
     for agents in (1, 8):
         copy = copy_store(pristine, base / f"n{size}-ingest{agents}")
@@ -552,11 +668,30 @@ def run_size(size: int, base: Path, turns: list[str], prompts: list[str],
         ingest(copy, source, args.events, 1, profile=out)
         row["ingest_profile"] = profile_text(out, "cumulative", 30)
         shutil.rmtree(copy)
-    if size <= args.gc_max:
-        row.update(gc_times(pristine, source, size))
-        log(f"{size}: gc {row['gc_s']} s")
     shutil.rmtree(folder)
     shutil.rmtree(pristine)
+    return row
+
+
+def maintenance(row: dict[str, Any], size: int, pristine: Path, base: Path,
+                source: Iterator[str], prompts: list[str],
+                args: argparse.Namespace) -> None:  # fmt: skip
+    """The writer's stalls during maintenance (on a copy), then GC's times."""
+    copy = copy_store(pristine, base / f"n{size}-maintenance")
+    row["maintenance"] = maintenance_stalls(copy, source, prompts, args.window)
+    shutil.rmtree(copy)
+    gc_row = row["maintenance"]["gc"]
+    log(f"{size}: during GC resolve p99 {gc_row['p99']} ms, longest gap {gc_row['max_gap_ms']} ms")
+    if size <= args.gc_max:
+        row.update(gc_times(pristine, source, size, args.exhaustive_max))
+        log(f"{size}: gc {row['gc_s']} s, after +1,000 {row['gc_after_1k_s']} s")
+
+
+def maintenance_only(size: int, base: Path, turns: list[str], prompts: list[str],
+                     args: argparse.Namespace) -> dict[str, Any]:  # fmt: skip
+    source, folder, row = built(size, base, turns)
+    maintenance(row, size, folder, base, source, prompts, args)
+    shutil.rmtree(folder)
     return row
 
 
@@ -595,6 +730,24 @@ def log(text: str) -> None:
 # ---- the table ------------------------------------------------------------------------------
 def derive(rows: list[dict[str, Any]], sizes: Sequence[int]) -> dict[str, Any]:
     """Ratios against the run's baselines, and GC beyond the sizes it ran at."""
+    if rows and rows[0]["entries"] == 0:
+        ingest_ratios(rows)
+    measured = [r for r in rows if r["entries"]]
+    for row in measured:
+        if "maintenance" in row:
+            m = row["maintenance"]
+            m["gc_p99_vs_idle"] = ratio(m["gc"]["p99"], m["idle"]["p99"])
+    extrapolated: dict[str, Any] = {}
+    for key in ("gc_s", "exhaustive_s", "plan_s"):
+        timed_at = {r["entries"]: r[key] for r in measured if r.get(key, 0) > 0}
+        for size in sorted({*sizes, 100_000}):
+            if timed_at and size > max(timed_at):
+                seconds, how = extrapolate(timed_at, size)
+                extrapolated.setdefault(str(size), {})[key] = {"s": seconds, "extrapolated": how}
+    return extrapolated
+
+
+def ingest_ratios(rows: list[dict[str, Any]]) -> None:
     empty, measured = rows[0], rows[1:]
     first_add = measured[0]["add_ms"]["p50"] if measured else float("nan")
     for row in rows:
@@ -606,17 +759,6 @@ def derive(rows: list[dict[str, Any]], sizes: Sequence[int]) -> dict[str, Any]:
             row["add_vs_smallest"] = ratio(row["add_ms"]["p50"], first_add)
             above = row["rss_mb"] - empty["rss_mb"]
             row["rss_per_entry_kb"] = round(above * 1024 / row["entries"], 2)
-            if "rpc" in row:
-                rpc = row["rpc"]
-                rpc["gc_p99_vs_idle"] = ratio(rpc["during_gc_ms"]["p99"], rpc["idle_ms"]["p99"])
-    gc = {r["entries"]: r["gc_s"] for r in measured if r.get("gc_s", 0) > 0}
-    extrapolated = {}
-    if gc:
-        for size in sorted({*sizes, 100_000}):
-            if size > max(gc):
-                seconds, how = extrapolate(gc, size)
-                extrapolated[str(size)] = {"gc_s": seconds, "extrapolated": how}
-    return extrapolated
 
 
 def cell(value: Any) -> str:
@@ -695,14 +837,28 @@ def table(rows: list[dict[str, Any]], extrapolated: dict[str, Any]) -> str:
         ("  never in hot (folded/out)", "visible.never_visible"),
         ("XADD->acked p50 ms", "visible.acked_ms.p50"),
         ("XADD->acked p99 ms", "visible.acked_ms.p99"),
-        ("resolve RPC idle p99 ms", "rpc.idle_ms.p99"),
-        ("resolve RPC in GC p50 ms", "rpc.during_gc_ms.p50"),
-        ("resolve RPC in GC p99 ms", "rpc.during_gc_ms.p99"),
-        ("  in GC, requests", "rpc.during_gc_ms.n"),
-        ("  in GC p99 vs idle", "rpc.gc_p99_vs_idle"),
-        ("GC in daemon (op gc) s", "rpc.gc_event_s"),
+        ("resolve RPC idle p99 ms", "maintenance.idle.p99"),
+        ("  idle longest gap ms", "maintenance.idle.max_gap_ms"),
+        ("resolve RPC in GC p50 ms", "maintenance.gc.p50"),
+        ("resolve RPC in GC p99 ms", "maintenance.gc.p99"),
+        ("  in GC max ms", "maintenance.gc.max"),
+        ("  in GC longest gap ms", "maintenance.gc.max_gap_ms"),
+        ("  in GC, requests", "maintenance.gc.n"),
+        ("  in GC p99 vs idle", "maintenance.gc_p99_vs_idle"),
+        ("GC in daemon (op gc) s", "maintenance.gc.gc_s"),
+        ("  GC's longest step ms", "maintenance.gc.longest_step_ms"),
+        ("  GC merged", "maintenance.gc.merged"),
+        ("adds+jobs resolve p99 ms", "maintenance.steady.p99"),
+        ("  adds+jobs max ms", "maintenance.steady.max"),
+        ("  adds+jobs longest gap ms", "maintenance.steady.max_gap_ms"),
+        ("  expiry runs", "maintenance.steady.expiry_runs"),
+        ("  hot refreshes", "maintenance.steady.hot_refreshes"),
+        ("  checkpoints", "maintenance.steady.checkpoints"),
+        ("GC plan (domain) scratch s", "plan_s"),
+        ("GC plan (domain) +1,000 s", "plan_after_1k_s"),
+        ("exhaustive pass s", "exhaustive_s"),
         ("GC engine.gc() s", "gc_s"),
-        ("GC after +1,000 s", "gc_after_1k_s"),
+        ("GC engine.gc() +1,000 s", "gc_after_1k_s"),
     ]
     width = 28
     out = [f"{'':<{width}}" + "".join(f"{r['entries']:>12}" for r in rows)]
@@ -712,8 +868,9 @@ def table(rows: list[dict[str, Any]], extrapolated: dict[str, Any]) -> str:
         if all(v is None for v in values):
             continue
         out.append(f"{label:<{width}}" + "".join(f"{cell(v):>12}" for v in values))
-    for size, guess in extrapolated.items():
-        out.append(f"GC at {size}: ~{guess['gc_s']} s EXTRAPOLATED ({guess['extrapolated']})")
+    for size, guesses in extrapolated.items():
+        for key, guess in guesses.items():
+            out.append(f"{key} at {size}: ~{guess['s']} s EXTRAPOLATED ({guess['extrapolated']})")
     return "\n".join(out)
 
 
@@ -727,6 +884,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--visible", type=int, default=400, help="events timed to visible")
     parser.add_argument("--visible-rate", type=float, default=100.0, help="their events/s")
     parser.add_argument("--gc-max", type=int, default=10_000, help="largest size GC runs at")
+    parser.add_argument(
+        "--exhaustive-max",
+        type=int,
+        default=10_000,
+        help="largest size the exhaustive pass runs at",
+    )
+    parser.add_argument("--window", type=float, default=10.0, help="s of adds with jobs")
+    parser.add_argument(
+        "--only", choices=("all", "maintenance"), default="all",
+        help="maintenance: only the stalls during maintenance and the GC times",
+    )  # fmt: skip
     parser.add_argument("--settle", type=float, default=1.0, help="s after start-up, for RSS")
     parser.add_argument("--queries", type=int, default=60, help="distinct resolve prompts")
     parser.add_argument("--cli-tries", type=int, default=3, help="runs of each CLI read")
@@ -746,11 +914,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     turns, questions, label = speed.corpus(Path(args.data))
     prompts = random.Random(1).sample(questions, min(args.queries, len(questions)))
     began = time.monotonic()
+    load = os.getloadavg()  # a loaded machine stretches every wall time
     with tempfile.TemporaryDirectory(prefix="mnemod-scale-") as name:
         base = Path(name)
-        rows = [empty_baseline(base, turns, args)]
+        rows = [empty_baseline(base, turns, args)] if args.only == "all" else []
         for size in sizes:
-            rows.append(run_size(size, base, turns, prompts, args))
+            run = run_size if args.only == "all" else maintenance_only
+            rows.append(run(size, base, turns, prompts, args))
             # what is measured so far, in case a larger size does not finish
             write_results(args.out, {"corpus": label, "partial": True, "sizes": rows})
     extrapolated = derive(rows, sizes)
@@ -761,6 +931,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"events at {args.visible_rate:g}/s for XADD->visible, GC up to {args.gc_max}"
     )
     print(table(rows, extrapolated))
+    print(f"load average (1 min) at the start {load[0]:.1f}, at the end {os.getloadavg()[0]:.1f}")
+    for row in rows:
+        for what, (wall, cpu) in row.get("maintenance", {}).get("stalls", {}).items():
+            print(f"  {row['entries']}: longest writer.stalled {what}: {wall} ms ({cpu} ms CPU)")
     for row in rows:
         if "add_profile" in row and row["entries"] == sizes[-1]:
             print(f"\ncProfile of the durable adds at {row['entries']}:\n{row['add_profile']}")

@@ -3,12 +3,14 @@ applied plan, it plans exactly what the exhaustive pass plans.
 
 The reference is the pass GC made before: `domain.dedup.merge_groups` over every live
 entry (its candidates from a prefix filter that enumerates every pair sharing a prefix
-word, judged by `domain.dedup.compare` with word weights from the whole store), itself
-checked here against judging every pair."""
+word, judged by `domain.dedup.compare` with word weights from document frequencies: those
+of the whole store from scratch, those the index took, `KeywordIndex.weights`, for a plan
+from it), itself checked here against judging every pair."""
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import random
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
@@ -29,6 +31,7 @@ from mnemod.domain.similar_pairs import (
     Changes,
     KeywordIndex,
     Settlement,
+    WordCounts,
     jaccard_rule,
     merge_groups,
     prefix_length,
@@ -73,26 +76,29 @@ def config(threshold: float = 0.55, policy: str = "manual", floor: float | None 
     )
 
 
-def reference_plan(entries: list[Entry], cfg: Config, now: datetime) -> GcPlan:
-    """The plan as GC made it before the index: the exhaustive pass over every live entry."""
+def reference_plan(
+    entries: list[Entry], cfg: Config, now: datetime, counts: WordCounts | None = None
+) -> GcPlan:
+    """The plan as GC made it before the index: the exhaustive pass over every live entry,
+    with word weights from `counts` (default: over the live entries)."""
     plan = GcPlan()
     live = [e for e in entries if not is_expired(e, now)]
     plan.expired = [e.id for e in entries if is_expired(e, now)]
     folded: set[str] = set()
-    for group in dedup.merge_groups(live, cfg.dedup):
+    for group in dedup.merge_groups(live, cfg.dedup, counts=counts):
         survivor, *others = group
         taken = mergeable(survivor, others, now)
         if taken:
             plan.merges.append((survivor.id, [o.id for o in taken]))
             folded.update(o.id for o in taken)
     by_id = {e.id: e for e in live}
-    counts = {e.id: e.access_count for e in live}
+    accesses = {e.id: e.access_count for e in live}
     for survivor_id, others_ids in plan.merges:
-        counts[survivor_id] += sum(by_id[o].access_count for o in others_ids)
+        accesses[survivor_id] += sum(by_id[o].access_count for o in others_ids)
     for e in live:
         if e.id in folded:
             continue
-        promotable = e.promotable or counts[e.id] >= cfg.promotion.min_accesses
+        promotable = e.promotable or accesses[e.id] >= cfg.promotion.min_accesses
         if promotable and not e.promotable:
             plan.newly_promotable.append(e.id)
         if promotable and cfg.promotion.policy == "auto":
@@ -102,7 +108,7 @@ def reference_plan(entries: list[Entry], cfg: Config, now: datetime) -> GcPlan:
 
 def every_pair(entries: list[Entry], cfg: Config) -> dict[str, dict[str, float]]:
     """The pairs that merge, by judging every same-type pair with the plan's rule."""
-    floor, rule = merge_rule(cfg, KeywordIndex(cfg.dedup.floor, entries))
+    floor, rule = merge_rule(cfg, WordCounts.of(entries))
     similar: dict[str, dict[str, float]] = {}
     for a in entries:
         for b in entries:
@@ -196,22 +202,28 @@ OPS = st.lists(
 
 
 @settings(max_examples=300, deadline=None)
-@given(ops=OPS, policy=st.sampled_from(["manual", "auto"]))
+@given(
+    ops=OPS,
+    policy=st.sampled_from(["manual", "auto"]),
+    reweigh_at=st.sampled_from([0.0, 0.2, 0.5, math.inf]),
+)
 def test_plans_from_what_changed_are_the_exhaustive_plans(
-    ops: list[tuple[object, ...]], policy: str
+    ops: list[tuple[object, ...]], policy: str, reweigh_at: float
 ) -> None:
     """Adds, keyword changes, removals, applied and dry GC runs and rule changes in any
-    order: every plan from the index equals the exhaustive plan of the entries then."""
+    order, with word counts taken again after any share of changes (or never): every plan
+    from the index equals the exhaustive plan of the entries then, with the index's word
+    counts."""
     cfg = config(0.45, policy)
     entries: dict[str, Entry] = {}
-    index = KeywordIndex(cfg.dedup.floor)
+    index = KeywordIndex(cfg.dedup.floor, reweigh_at=reweigh_at)
     now = T0
     made = 0
 
     def gc(mode: str) -> None:
         current = list(entries.values())
         plan = plan_gc(current, cfg, now, expire_only=mode == "expire_only", index=index)
-        expected = reference_plan(current, cfg, now)
+        expected = reference_plan(current, cfg, now, index.weights)
         if mode == "expire_only":
             assert plan.expired == expected.expired and not plan.merges
         else:
@@ -269,7 +281,8 @@ def test_after_an_applied_plan_only_pairs_with_a_changed_entry_are_looked_at() -
     changes = index.changes(cfg.dedup)
     assert set(changes.ids) == {"LATE"} | kept
     looked_at: list[tuple[str, str]] = []
-    floor, rule = merge_rule(cfg, index)
+    assert index.weights is not None
+    floor, rule = merge_rule(cfg, index.weights)
 
     def counting(a: Entry, b: Entry, score: float) -> object:
         looked_at.append((a.id, b.id))
@@ -284,25 +297,35 @@ def test_after_an_applied_plan_only_pairs_with_a_changed_entry_are_looked_at() -
 def run_gc(entries: dict[str, Entry], cfg: Config, index: KeywordIndex) -> GcPlan:
     """A plan from the index, checked against the exhaustive one, then applied."""
     plan = plan_gc(list(entries.values()), cfg, T0, index=index)
-    assert decisions(plan) == decisions(reference_plan(list(entries.values()), cfg, T0))
+    expected = reference_plan(list(entries.values()), cfg, T0, index.weights)
+    assert decisions(plan) == decisions(expected)
     apply(plan, entries, index, T0)
     return plan
 
 
-def test_a_pair_refused_by_its_weighted_score_is_judged_again() -> None:
-    """Word weights come from the whole store: two unchanged entries refused at one run
-    merge at a later one when their shared words became rare and the others common."""
+@pytest.mark.parametrize("reweigh_at", [0.2, math.inf])
+def test_a_pair_refused_by_its_weighted_score_is_judged_again_with_new_word_counts(
+    reweigh_at: float,
+) -> None:
+    """Word weights come from document frequencies the index took: two unchanged entries
+    refused at one run merge at a later one once the counts are taken again after their
+    shared words became rare and the others common; until then the pair is not judged."""
     cfg = config(0.55, floor=0.5)
     a, b = entry("A", ["s1", "s2", "a1"], 0), entry("B", ["s1", "s2", "b1"], 1)
     entries = {"A": a, "B": b}
-    index = KeywordIndex(0.5, entries.values())
+    index = KeywordIndex(0.5, entries.values(), reweigh_at=reweigh_at)
     assert run_gc(entries, cfg, index).merges == []  # plain 0.5, every word weighs 1
-    assert index.changes(cfg.dedup).pending == {("A", "B")}
+    taken = index.weights
+    assert index.changes(cfg.dedup).ids == () and not index.changes(cfg.dedup).pending
     for i in range(20):
         other = entry(f"C{i:02d}", ["a1", "b1", f"f{i}a", f"f{i}b", f"f{i}c"], 10 + i)
         entries[other.id] = other
         index.add(other)
-    assert run_gc(entries, cfg, index).merges == [("A", ["B"])]
+    merges = run_gc(entries, cfg, index).merges
+    if reweigh_at == math.inf:
+        assert index.weights is taken and merges == []
+    else:
+        assert index.weights is not taken and merges == [("A", ["B"])]
 
 
 def test_a_group_that_merged_nothing_is_looked_from_again() -> None:
@@ -328,15 +351,16 @@ def test_a_group_that_merged_nothing_is_looked_from_again() -> None:
 
 
 def test_settle_keeps_what_changed_after_the_plan_and_what_it_keeps() -> None:
-    index = KeywordIndex(0.55, [entry(i, ["x", i]) for i in "ABC"])
+    index = KeywordIndex(0.55, [entry(i, ["x", i]) for i in "ABC"], reweigh_at=math.inf)
     changes = index.changes("rule")
     assert set(changes.ids) == {"A", "B", "C"}
     index.add(entry("A", ["x", "y", "q"]))  # changed while the plan was applied
-    index.settle(Settlement(changes.upto, "rule", frozenset({"B"}), frozenset({("B", "C")})))
+    index.settle(Settlement(changes.upto, changes.rule, frozenset("B"), frozenset({("B", "C")})))
     again = index.changes("rule")
     assert set(again.ids) == {"A", "B"} and again.pending == {("B", "C")}
     assert set(index.changes("another rule").ids) == {"A", "B", "C"}
-    index.settle(Settlement(again.upto, "rule", frozenset({"C"})))  # kept: marked again
+    again = index.changes("rule")  # back: the counts were taken again, every entry
+    index.settle(Settlement(again.upto, again.rule, frozenset({"C"})))  # kept: marked again
     assert index.changes("rule").ids == ("C",)
 
 

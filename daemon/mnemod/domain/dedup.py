@@ -118,9 +118,12 @@ class Similarity(NamedTuple):
 @functools.lru_cache(maxsize=1 << 16)
 def weight(others: int, holding: int) -> float:
     """A word's weight: rarer in the rest of the store weighs more (smoothed IDF). With no
-    other entry every word weighs 1 and the weighted Jaccard is the plain one. Cached: the
-    same few counts recur on every add."""
-    return math.log((1 + others) / (1 + max(0, holding))) + 1.0
+    other entry every word weighs 1 and the weighted Jaccard is the plain one. Counts taken
+    before the entries compared came (GC's, domain.similar_pairs.WordCounts) may hold fewer
+    entries than hold the word: at most every other entry holds it. Cached: the same few
+    counts recur on every add."""
+    others = max(0, others)
+    return math.log((1 + others) / (1 + min(max(0, holding), others))) + 1.0
 
 
 class Weights(Protocol):
@@ -274,14 +277,14 @@ def judged_pairs(
     config: DedupConfig,
     below: float | None = None,
     techniques: Collection[str] = TECHNIQUES,
+    counts: similar_pairs.WordCounts | None = None,
 ) -> list[tuple[Candidate, Similarity]]:
     """Every pair of the same type with keyword Jaccard ≥ `below` (default: the floor) and
-    the verdict on it, with document frequencies over `entries`; best Jaccard first."""
+    the verdict on it, with document frequencies `counts` (default: over `entries`); best
+    Jaccard first."""
     listed = list(entries)
-    frequency: Counter[tuple[str, str]] = Counter(
-        (e.type, w) for e in listed for w in set(e.keywords)
-    )
-    per_type = Counter(e.type for e in listed)
+    taken = counts if counts is not None else similar_pairs.WordCounts.of(listed)
+    frequency, per_type = taken.frequency, taken.per_kind
     by_id = {e.id: e for e in listed}
     start = jaccard_floor(config) if below is None else min(below, jaccard_floor(config))
     judged: list[tuple[Candidate, Similarity]] = []
@@ -290,20 +293,25 @@ def judged_pairs(
         kind = by_id[pair.a].type
 
         def holding(word: str, a: Side = a, b: Side = b, kind: str = kind) -> int:
-            return frequency[(kind, word)] - (word in a.words) - (word in b.words)
+            return frequency.get((kind, word), 0) - (word in a.words) - (word in b.words)
 
-        verdict = compare(a, b, config, PairWeights(holding, per_type[kind] - 2), techniques)
+        others = per_type.get(kind, 0) - 2
+        verdict = compare(a, b, config, PairWeights(holding, others), techniques)
         judged.append((pair, verdict))
     return judged
 
 
 def merge_groups(
-    entries: list[Entry], config: DedupConfig, techniques: Collection[str] = TECHNIQUES
+    entries: list[Entry],
+    config: DedupConfig,
+    techniques: Collection[str] = TECHNIQUES,
+    counts: similar_pairs.WordCounts | None = None,
 ) -> list[list[Entry]]:
-    """Groups (oldest first) in which every pair is one memory; no chaining."""
+    """Groups (oldest first) in which every pair is one memory; no chaining; word weights
+    from `counts` (default: over `entries`)."""
     by_id = {e.id: e for e in entries}
     similar: dict[str, dict[str, float]] = defaultdict(dict)
-    for pair, verdict in judged_pairs(entries, config, techniques=techniques):
+    for pair, verdict in judged_pairs(entries, config, techniques=techniques, counts=counts):
         if not verdict.merges:
             continue
         similar[pair.a][pair.b] = verdict.score

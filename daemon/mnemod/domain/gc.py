@@ -5,16 +5,16 @@ dedup-merge (non-chaining groups), mark promotable, and promote when the policy 
 
 Merges are found from a `KeywordIndex` (domain.similar_pairs): given the engine's, kept in
 step with its entries, a plan looks only from the entries changed since the last applied
-plan (and judges again the pairs whose refusal rested on word weights); without one, from
-every entry. Either way it forms the groups the exhaustive pass over every pair forms
+plan, with word weights from document frequencies the index keeps fixed for a while
+(`KeywordIndex.changes`); without one, from every entry. Either way it forms the groups the
+exhaustive pass over every pair forms with the same frequencies
 (domain.dedup.merge_groups; tests/test_gc_plan.py checks it).
 """
 
 from __future__ import annotations
 
 import copy
-from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -29,9 +29,15 @@ from mnemod.domain.similar_pairs import (
     PairRule,
     Settlement,
     Verdict,
-    merge_groups,
-    similar_pairs,
+    WordCounts,
+    finding_pairs,
+    grouping,
 )
+from mnemod.domain.steps import run_through
+
+SCAN_STEP = 500  # entries looked at between two yields of `planning`
+POST_STEP = 300  # entries posted again, likewise
+GROUP_STEP = 50  # groups decided, likewise
 
 
 @dataclass
@@ -102,24 +108,15 @@ class StoreWeights:
         return found
 
 
-def merge_rule(
-    config: Config, index: KeywordIndex, absent: Iterable[Entry] = ()
-) -> tuple[float, PairRule]:
+def merge_rule(config: Config, counts: WordCounts) -> tuple[float, PairRule]:
     """The plain keyword Jaccard every merge reaches, and the rule deciding a pair that
-    reaches it: domain.dedup.compare with word weights from the document frequencies of
-    the live entries (the index's, less the indexed entries in `absent`), as
-    domain.dedup.judged_pairs weighs them. A refusal by the score rests on those weights,
-    so it does not last; by the floor or a guard, it does. The rule reads `config.dedup`
-    alone: the index settles under that section, and a plan under another looks from every
-    entry."""
+    reaches it: domain.dedup.compare with word weights from the document frequencies
+    `counts` (a KeywordIndex's `weights`), as domain.dedup.judged_pairs weighs them with
+    the same counts. Its verdicts rest on the two entries and the counts alone: every
+    refusal lasts (the index takes the counts again now and then, and the plan after
+    looks from every entry). The rule reads `config.dedup` alone: the index settles
+    under that section, and a plan under another looks from every entry."""
     dedup_config = config.dedup
-    gone: Counter[tuple[str, str]] = Counter()
-    gone_kinds: Counter[str] = Counter()
-    for entry in absent:
-        if entry.id in index:
-            gone.update((entry.type, word) for word in index.held[entry.id])
-            gone_kinds[entry.type] += 1
-
     weights: dict[str, StoreWeights] = {}
 
     def rule(a: Entry, b: Entry, _jaccard: float) -> Verdict:
@@ -127,13 +124,11 @@ def merge_rule(
         if kind not in weights:
 
             def frequency(word: str, kind: str = kind) -> int:
-                return index.holding(kind, word) - gone[(kind, word)]
+                return counts.frequency.get((kind, word), 0)
 
-            weights[kind] = StoreWeights(frequency, index.count(kind) - gone_kinds[kind] - 2)
+            weights[kind] = StoreWeights(frequency, counts.per_kind.get(kind, 0) - 2)
         verdict = compare(Side.of(a), Side.of(b), dedup_config, weights[kind])
-        if verdict.merges:
-            return Verdict(verdict.score)
-        return Verdict(None, lasting=verdict.refused_by != "score")
+        return Verdict(verdict.score if verdict.merges else None)
 
     return jaccard_floor(dedup_config), rule
 
@@ -145,32 +140,68 @@ def plan_gc(
     expire_only: bool = False,
     index: KeywordIndex | None = None,
 ) -> GcPlan:
-    """`expire_only` is the frequent, cheap sweep; the full run also merges and promotes.
+    """`planning` in one go, over a list of entries."""
+    return run_through(
+        planning({e.id: e for e in entries}, config, now, expire_only=expire_only, index=index)
+    )
 
-    `index` holds every entry of `entries` as it is now (domain.similar_pairs.KeywordIndex,
-    kept by the engine); without it the merges are looked for from every entry."""
+
+def planning(
+    entries: Mapping[str, Entry],
+    config: Config,
+    now: datetime,
+    expire_only: bool = False,
+    index: KeywordIndex | None = None,
+) -> Generator[None, None, GcPlan]:
+    """The plan, made in steps: it yields every few hundred entries, and between yields the
+    entries and the index may change (an entry changed meanwhile is left for the next
+    plan: the caller re-checks each step against the entries as they are then).
+
+    `expire_only` is the frequent, cheap sweep; the full run also merges and promotes.
+    `index` is kept in step with `entries` by the caller (domain.similar_pairs.KeywordIndex,
+    the engine's; one not `complete` is filled here first); without it the merges are
+    looked for from every entry."""
     plan = GcPlan()
-    live: list[Entry] = []
-    expired: list[Entry] = []
-    for entry in entries:
-        if is_expired(entry, now):
-            plan.expired.append(entry.id)
-            expired.append(entry)
-        else:
-            live.append(entry)
+    ids = list(entries)
+    expired: list[str] = []
+    for start in range(0, len(ids), SCAN_STEP):
+        for entry_id in ids[start : start + SCAN_STEP]:
+            entry = entries.get(entry_id)
+            if entry is not None and is_expired(entry, now):
+                expired.append(entry_id)
+        yield
+    plan.expired = expired
     if expire_only:
         return plan
-    by_id = {e.id: e for e in live}
     floor = jaccard_floor(config.dedup)
     if index is None:
-        index = KeywordIndex(floor, live)
-    index.tune(floor)
-    changes = index.changes(config.dedup)
-    floor, rule = merge_rule(config, index, expired)
-    similar, pending = similar_pairs(index, changes, by_id, floor, rule)
+        index = KeywordIndex(floor)
+        index.complete = False
+    if not index.complete:
+        for start in range(0, len(ids), SCAN_STEP):
+            for entry_id in ids[start : start + SCAN_STEP]:
+                entry = entries.get(entry_id)
+                if entry is not None and entry_id not in index:
+                    index.hold(entry)
+            yield
+        index.complete = True
+        index.start_reorder(floor)  # the order of the words held now
+    elif index.needs_reorder(floor):
+        index.start_reorder(floor)
+    while not index.repost(POST_STEP):
+        yield
+    gone = set(expired)
+    live = Live(entries, gone)
+    changes = index.changes(config.dedup, absent=expired)
+    assert index.weights is not None  # taken by `changes`
+    floor, rule = merge_rule(config, index.weights)
+    similar, pending = yield from finding_pairs(index, changes, live, floor, rule)
     folded: set[str] = set()
     grouped: set[str] = set()
-    for group in merge_groups(similar, by_id):
+    groups = yield from grouping(similar, live)
+    for number, group in enumerate(groups):
+        if number % GROUP_STEP == GROUP_STEP - 1:
+            yield
         survivor, *others = group
         grouped.update(member.id for member in group)
         taken = mergeable(survivor, others, now)
@@ -182,18 +213,44 @@ def plan_gc(
     plan.settlement = Settlement(
         changes.upto, changes.rule, frozenset(grouped - folded), frozenset(pending)
     )
-    merged_counts: dict[str, int] = {e.id: e.access_count for e in live}
+    merged_counts: dict[str, int] = {}
     for survivor_id, others_ids in plan.merges:
-        merged_counts[survivor_id] += sum(by_id[o].access_count for o in others_ids)
-    for entry in live:
-        if entry.id in folded:
-            continue
-        promotable = entry.promotable or merged_counts[entry.id] >= config.promotion.min_accesses
-        if promotable and not entry.promotable:
-            plan.newly_promotable.append(entry.id)
-        if promotable and config.promotion.policy == "auto":
-            plan.promote.append(entry.id)
+        members = [live.get(i) for i in (survivor_id, *others_ids)]
+        merged_counts[survivor_id] = sum(e.access_count for e in members if e is not None)
+    for start in range(0, len(ids), SCAN_STEP):
+        for entry_id in ids[start : start + SCAN_STEP]:
+            entry = live.get(entry_id)
+            if entry is None or entry_id in folded:
+                continue
+            count = merged_counts.get(entry_id, entry.access_count)
+            promotable = entry.promotable or count >= config.promotion.min_accesses
+            if promotable and not entry.promotable:
+                plan.newly_promotable.append(entry_id)
+            if promotable and config.promotion.policy == "auto":
+                plan.promote.append(entry_id)
+        yield
     return plan
+
+
+class Live(Mapping[str, Entry]):
+    """The entries of a mapping but those in `gone` (the expired ones), without a copy."""
+
+    def __init__(self, entries: Mapping[str, Entry], gone: set[str]) -> None:
+        self.entries, self.gone = entries, gone
+
+    def __getitem__(self, entry_id: str) -> Entry:
+        if entry_id in self.gone:
+            raise KeyError(entry_id)
+        return self.entries[entry_id]
+
+    def __contains__(self, entry_id: object) -> bool:
+        return entry_id not in self.gone and entry_id in self.entries
+
+    def __iter__(self) -> Iterator[str]:
+        return (i for i in self.entries if i not in self.gone)
+
+    def __len__(self) -> int:
+        return len(self.entries) - sum(1 for i in self.gone if i in self.entries)
 
 
 def mergeable(survivor: Entry, others: list[Entry], now: datetime) -> list[Entry]:

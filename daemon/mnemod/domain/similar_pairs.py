@@ -13,14 +13,20 @@ left ungrouped has every partner grouped (its first free partner would have join
 Every accepted pair thus had an entry in a group, which was folded (gone), is a survivor
 changed by the merge (added again, so marked), or did not change (kept apart, or a
 survivor that took nothing): the plan's `Settlement` keeps those marked. A refusal that
-rests on the two entries alone (the floor, a guard) holds while they do not change; one
-that rests on the rest of the store (word weights from document frequencies) does not,
-so such pairs are judged again at every plan (`Changes.pending`). So the pairs accepted
-now are exactly those found from the marked entries and the pending pairs, and grouping
-them forms the groups grouping every pair forms.
+rests on the two entries alone holds while they do not change: the floor, a guard, and the
+score, whose word weights come from document frequencies fixed when the plan's
+`WordCounts` were taken (taken again after a share of the store changed: that plan looks
+from every entry). A rule whose refusal rests on more (`Verdict.lasting` false) has such
+pairs judged again at every plan (`Changes.pending`). So the pairs accepted now are
+exactly those found from the marked entries and the pending pairs, and grouping them
+forms the groups grouping every pair forms.
 
-Memory: the postings (a prefix of each entry's words, 12 bytes a word), the pending
-pairs and the accepted pairs found; candidate pairs are never kept.
+A plan can be made in slices (`finding_pairs` yields between entries) while the entries
+change: one changed after the plan's `Changes` were taken stays marked for the next plan,
+so a pair judged on its old words is judged again then.
+
+Memory: the postings (a prefix of each entry's words, 12 bytes a word), the word counts,
+the pending pairs and the accepted pairs found; candidate pairs are never kept.
 """
 
 from __future__ import annotations
@@ -29,11 +35,13 @@ import math
 from array import array
 from bisect import bisect_left, bisect_right
 from collections import Counter, defaultdict
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Generator, Hashable, Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import NamedTuple
 
 from mnemod.domain.model import Entry
+from mnemod.domain.steps import run_through
 
 
 class Verdict(NamedTuple):
@@ -51,6 +59,29 @@ class Verdict(NamedTuple):
 PairRule = Callable[[Entry, Entry, float], Verdict]
 
 SLACK = 1e-9  # float error allowed in the filters' favour: they may let through, never drop
+# the share of the entries that may be added, changed or removed before the word counts
+# a plan weighs words by are taken again (docs/design.md §1, "GC")
+REWEIGH_AT = 0.2
+
+
+@dataclass(frozen=True)
+class WordCounts:
+    """Document frequencies as they were when taken: how many entries of each type hold
+    each word (`frequency`, keyed by (type, word)) and how many entries each type has."""
+
+    frequency: Mapping[tuple[str, str], int]
+    per_kind: Mapping[str, int]
+    version: int = 0
+
+    @classmethod
+    def of(cls, entries: Iterable[Entry]) -> WordCounts:
+        listed = list(entries)
+        frequency = Counter((e.type, w) for e in listed for w in set(e.keywords))
+        return cls(frequency, Counter(e.type for e in listed))
+
+    @property
+    def entries(self) -> int:
+        return sum(self.per_kind.values())
 
 
 def prefix_length(size: int, floor: float) -> int:
@@ -106,14 +137,18 @@ class KeywordIndex:
     word's position in it (see `candidates`). A posting list is two arrays sorted by
     (size, position): 12 bytes an entry, where a dict used as a set takes 40-70."""
 
-    def __init__(self, floor: float, entries: Iterable[Entry] = ()) -> None:
+    def __init__(
+        self, floor: float, entries: Iterable[Entry] = (), reweigh_at: float = REWEIGH_AT
+    ) -> None:
         self.floor = floor
+        self.reweigh_at = reweigh_at
         # (type, word) -> codes (set size << 32 | the word's position in it, from 1), sorted,
         # and the entry ids in the same order
         self._postings: dict[tuple[str, str], tuple[array[int], list[str]]] = {}
         self._rank: dict[tuple[str, str], int] = {}  # the global order, as fixed last
         self._words: dict[str, tuple[str, ...]] = {}  # distinct, in the global order
         self._kinds: dict[str, str] = {}
+        self._unposted: dict[str, None] = {}  # held, not posted yet (see `repost`)
         self._frequency: Counter[tuple[str, str]] = Counter()  # entries holding each word
         self._per_kind: Counter[str] = Counter()  # entries of each type
         self._changed: dict[str, int] = {}  # id -> the stamp of its last change
@@ -121,15 +156,13 @@ class KeywordIndex:
         self._settled_under: Hashable = None  # the pair rule of the last applied plan
         self._pending: frozenset[tuple[str, str]] = frozenset()
         self._drift = 0  # adds and discards since the order was fixed
-        for entry in entries:  # posted all at once, in the order their words give
-            if entry.id in self._words:
-                self._count(self._kinds[entry.id], self._words[entry.id], -1)
-            words = self._words[entry.id] = tuple(dict.fromkeys(entry.keywords))
-            self._kinds[entry.id] = entry.type
-            self._count(entry.type, words, 1)
-            self._stamp += 1
-            self._changed[entry.id] = self._stamp
-        self.reorder(floor)
+        self.weights: WordCounts | None = None  # the counts the pair rule weighs words by
+        self._weights_drift = 0  # adds and discards since they were taken
+        self.complete = True  # holds every entry of its owner (see `hold`)
+        for entry in entries:
+            self.hold(entry)
+        self.start_reorder(floor)
+        self.repost(None)
 
     def __len__(self) -> int:
         return len(self._words)
@@ -144,23 +177,77 @@ class KeywordIndex:
         self._kinds[entry.id] = entry.type
         self._count(entry.type, words, 1)
         self._post(entry.id, entry.type, words)
-        self._stamp += 1
-        self._changed[entry.id] = self._stamp
-        self._drift += 1
+        self._mark(entry.id)
+
+    def hold(self, entry: Entry) -> None:
+        """`add` without posting: the next `repost` posts it (building an index in slices:
+        holding every entry, then one reorder)."""
+        self._unindex(entry.id)
+        words = self._words[entry.id] = tuple(dict.fromkeys(entry.keywords))
+        self._kinds[entry.id] = entry.type
+        self._count(entry.type, words, 1)
+        self._unposted[entry.id] = None
+        self._mark(entry.id)
 
     def discard(self, entry_id: str) -> None:
         """Forget an entry that left; a removal makes no pair similar, so nothing is marked."""
         self._unindex(entry_id)
         self._changed.pop(entry_id, None)
         self._drift += 1
+        self._weights_drift += 1
 
-    def changes(self, rule: Hashable) -> Changes:
+    def _mark(self, entry_id: str) -> None:
+        self._stamp += 1
+        self._changed[entry_id] = self._stamp
+        self._drift += 1
+        self._weights_drift += 1
+
+    @property
+    def drift(self) -> int:
+        """Adds and discards since the word counts were taken."""
+        return self._weights_drift
+
+    def discount(self, drift: int) -> None:
+        """Adds and discards that do not count toward taking the word counts again: those
+        of folding near-duplicates into their survivors (the folded entries' words are
+        mostly the survivors' too: the frequencies fall about in proportion)."""
+        self._weights_drift = max(0, self._weights_drift - drift)
+
+    def changed_after(self, entry_id: str, upto: int) -> bool:
+        """Whether `entry_id` changed (or left) after stamp `upto`."""
+        return entry_id not in self._words or self._changed.get(entry_id, 0) > upto
+
+    def changes(self, rule: Hashable, absent: Iterable[str] = ()) -> Changes:
         """What a plan under pair rule `rule` must look from: the entries changed since the
         last `settle`, or every entry when that was under another rule (a configuration
-        reload that lowered the threshold makes pairs of unchanged entries similar)."""
-        if rule != self._settled_under:
-            return Changes(tuple(self._words), self._stamp, rule)
-        return Changes(tuple(self._changed), self._stamp, rule, self._pending)
+        reload that lowered the threshold makes pairs of unchanged entries similar) or
+        under other word counts.
+
+        The word counts (`weights`) are taken again, without the indexed entries in
+        `absent` (expired ones), when there are none yet, or once more than `reweigh_at`
+        of the entries they were taken from were added, changed or removed since (but for
+        `discount`ed changes); a pair's verdict then rests on its two entries and those
+        counts alone, so a refused pair needs judging again only when one of them changes
+        or the counts are taken again (which looks from every entry)."""
+        counts = self.weights
+        if counts is None or self._weights_drift > self.reweigh_at * max(1, counts.entries):
+            counts = self.weights = self._take_weights(absent, counts)
+        settled = (rule, counts.version)
+        if settled != self._settled_under:
+            return Changes(tuple(self._words), self._stamp, settled)
+        return Changes(tuple(self._changed), self._stamp, settled, self._pending)
+
+    def _take_weights(self, absent: Iterable[str], last: WordCounts | None) -> WordCounts:
+        frequency = Counter(self._frequency)
+        per_kind = Counter(self._per_kind)
+        for entry_id in absent:
+            if entry_id in self._words:
+                kind = self._kinds[entry_id]
+                frequency.subtract((kind, word) for word in self._words[entry_id])
+                per_kind[kind] -= 1
+        self._weights_drift = 0
+        version = 1 if last is None else last.version + 1
+        return WordCounts(frequency, per_kind, version)
 
     def settle(self, settlement: Settlement) -> None:
         """The plan that made `settlement` was applied whole: the entries it looked from
@@ -188,21 +275,45 @@ class KeywordIndex:
         built for a higher floor (their prefixes too short), or when the entries changed
         by half since the order was fixed (words that became common, posted as rare, make
         lookups slow). O(entries), about as often as the store doubles."""
-        if floor < self.floor or self._drift > len(self._words) // 2 + 1000:
-            self.reorder(floor)
+        if self.needs_reorder(floor):
+            self.start_reorder(floor)
+        self.repost(None)
+
+    def needs_reorder(self, floor: float) -> bool:
+        return floor < self.floor or self._drift > len(self._words) // 2 + 1000
 
     def reorder(self, floor: float) -> None:
         """Fix the global order from the words held now and post every prefix for `floor`."""
+        self.start_reorder(floor)
+        self.repost(None)
+
+    def start_reorder(self, floor: float) -> None:
+        """Fix the global order from the words held now, for `floor`, and drop every
+        posting: `repost` posts the entries again (in slices, if need be). Entries added
+        meanwhile are posted at once, in the new order."""
         frequency = self._frequency
         ranked = sorted(frequency, key=lambda kw: (kw[0], frequency[kw], kw[1]))
         self._rank = {kind_word: rank for rank, kind_word in enumerate(ranked)}
         self.floor = floor
         self._postings = {}
         self._drift = 0
-        for entry_id, words in self._words.items():
+        self._unposted = dict.fromkeys(self._words)
+
+    @property
+    def ready(self) -> bool:
+        """Every entry is posted: lookups find all."""
+        return not self._unposted
+
+    def repost(self, limit: int | None) -> bool:
+        """Post up to `limit` (None: all) held entries not posted yet; True when none is left."""
+        unposted = self._unposted
+        count = len(unposted) if limit is None else min(limit, len(unposted))
+        for _ in range(count):
+            entry_id, _ = unposted.popitem()
             kind = self._kinds[entry_id]
-            words = self._words[entry_id] = self._ordered(words, kind)
+            words = self._words[entry_id] = self._ordered(self._words[entry_id], kind)
             self._post(entry_id, kind, words)
+        return not unposted
 
     def kind(self, entry_id: str) -> str:
         return self._kinds[entry_id]
@@ -234,6 +345,8 @@ class KeywordIndex:
         indexed entry's `held` words)."""
         if floor < self.floor:
             raise ValueError(f"floor {floor} is below the index's {self.floor}")
+        if self._unposted:
+            raise ValueError("entries wait to be posted (repost)")
         ordered = tuple(words) if in_order else self._ordered(words, kind)
         size = len(ordered)
         ratio = floor / (1 + floor)
@@ -314,6 +427,9 @@ class KeywordIndex:
         words = self._words.pop(entry_id)
         kind = self._kinds.pop(entry_id)
         self._count(kind, words, -1)
+        if entry_id in self._unposted:
+            del self._unposted[entry_id]
+            return
         size = len(words)
         for position, word in enumerate(words[: self.posted_length(size)], start=1):
             codes, ids = self._postings[(kind, word)]
@@ -332,16 +448,33 @@ def overlap_score(mine: frozenset[str], theirs: tuple[str, ...]) -> float:
     return shared / union if union else 0.0
 
 
+Found = tuple[dict[str, dict[str, float]], set[tuple[str, str]]]
+STEP_ENTRIES = 4  # changed entries looked from between two yields of `finding_pairs`
+
+
 def similar_pairs(
     index: KeywordIndex,
     changes: Changes,
     entries: Mapping[str, Entry],
     floor: float,
     rule: PairRule,
-) -> tuple[dict[str, dict[str, float]], set[tuple[str, str]]]:
+) -> Found:
+    """`finding_pairs` in one go."""
+    return run_through(finding_pairs(index, changes, entries, floor, rule))
+
+
+def finding_pairs(
+    index: KeywordIndex,
+    changes: Changes,
+    entries: Mapping[str, Entry],
+    floor: float,
+    rule: PairRule,
+) -> Generator[None, None, Found]:
     """The pairs `rule` accepts among those with a changed entry and Jaccard ≥ floor and
     the pending pairs of `changes`, as a map from each entry to its partners and their
     scores; and the pairs refused for now (`Verdict.lasting` false), to be judged again.
+    It yields every `STEP_ENTRIES` entries; between yields the index and the entries may
+    change (the module doc says why the plan stays exact).
 
     Entries not in `entries` (the live ones: an expired entry is indexed until it is
     dropped) take no part. Pairs of two unchanged entries are never looked at (but for
@@ -363,9 +496,11 @@ def similar_pairs(
         elif not verdict.lasting:
             pending.add((a.id, b.id))
 
-    for entry_id in changed_ids:
+    for step, entry_id in enumerate(list(changed_ids)):
+        if step % STEP_ENTRIES == STEP_ENTRIES - 1:
+            yield
         entry = entries.get(entry_id)
-        if entry is None:
+        if entry is None or entry_id not in held:
             continue
         words = held[entry_id]
         size = len(words)
@@ -382,7 +517,9 @@ def similar_pairs(
             jaccard = shared / (size + len(theirs) - shared)
             if jaccard >= floor and other_id in entries:
                 judge(entry, entries[other_id], jaccard)
-    for a_id, b_id in changes.pending:
+    for step, (a_id, b_id) in enumerate(changes.pending):
+        if step % (STEP_ENTRIES * 50) == STEP_ENTRIES * 50 - 1:
+            yield
         if a_id in changed_ids or b_id in changed_ids or a_id not in held or b_id not in held:
             continue  # looked for from a changed entry, or gone
         a, b = entries.get(a_id), entries.get(b_id)
@@ -394,17 +531,36 @@ def similar_pairs(
 def merge_groups(
     similar: Mapping[str, Mapping[str, float]], entries: Mapping[str, Entry]
 ) -> list[list[Entry]]:
+    """`grouping` in one go."""
+    return run_through(grouping(similar, entries))
+
+
+def grouping(
+    similar: Mapping[str, Mapping[str, float]], entries: Mapping[str, Entry]
+) -> Generator[None, None, list[list[Entry]]]:
     """Groups (oldest first) in which every pair is similar; no chaining. Entries are taken
     oldest first; each opens a group and takes its ungrouped partners, most similar first,
-    that are similar to every member taken so far."""
+    that are similar to every member taken so far. Entries not in `entries` (gone since
+    the pairs were found) take no part. It yields every `STEP_ENTRIES` × 25 entries."""
     grouped: set[str] = set()
     groups: list[list[Entry]] = []
-    for entry in sorted((entries[i] for i in similar), key=lambda e: (e.created_at, e.id)):
-        if entry.id in grouped:
+    keyed: list[tuple[datetime, str]] = []
+    for step, entry_id in enumerate(similar):
+        if step % (STEP_ENTRIES * 500) == STEP_ENTRIES * 500 - 1:
+            yield
+        if entry_id in entries:
+            keyed.append((entries[entry_id].created_at, entry_id))
+    keyed.sort()
+    yield
+    for step, (_, entry_id) in enumerate(keyed):
+        if step % (STEP_ENTRIES * 25) == STEP_ENTRIES * 25 - 1:
+            yield
+        entry = entries.get(entry_id)
+        if entry is None or entry_id in grouped:
             continue
         group = [entry]
         for other_id, _score in sorted(similar[entry.id].items(), key=lambda kv: (-kv[1], kv[0])):
-            if other_id in grouped:
+            if other_id in grouped or other_id not in entries:
                 continue
             if all(other_id in similar[member.id] for member in group[1:]):
                 group.append(entries[other_id])

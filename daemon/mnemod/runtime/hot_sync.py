@@ -83,6 +83,12 @@ class HotSync:
         now = format_time(self.clock.now())
         self.layer.mark(now + _clean_mark(committed_seq, engine.config.hot.max_entries))
 
+    def adopt(self, scores: dict[str, float]) -> None:
+        """Take `scores` as the hot L3 set (runtime.hot_refresh writes Redis after)."""
+        self.scores = scores
+        self._heap = [(score, entry_id) for entry_id, score in scores.items()]
+        heapq.heapify(self._heap)
+
     def sync_l1(self, engine: Engine) -> None:
         """Put the L1 items in force; drop L1 ids that are no longer in any file."""
         items = [self._l1_item(engine, item, n) for n, item in enumerate(engine.l1_items())]

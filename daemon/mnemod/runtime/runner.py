@@ -424,8 +424,6 @@ class NamespaceRunner:
                         self._heartbeat(parts)
                         continue
                     writer.run_command(command)
-                    if command.kind == "gc":
-                        freeze_heap()  # what GC left is long-lived again
                 writer.step(block_ms)
                 if writer.groups_recreated:
                     writer.groups_recreated = False

@@ -9,7 +9,8 @@ While the log cannot be written (a full or read-only disk) no more events are re
 batch's record is tried again, with a backoff, and requests are still answered. A hot-layer
 update that Redis did not take is kept and sent again. Checkpoints are written on another
 thread. Whenever no request waits, it does a slice of the bookkeeping answers and changes
-leave (runtime.bookkeeping).
+leave (runtime.bookkeeping) and of the maintenance jobs in hand (runtime.maintenance: GC,
+expiry, the hot refresh).
 """
 
 from __future__ import annotations
@@ -32,13 +33,15 @@ from mnemod.redisio.dead_letters import dead_letter
 from mnemod.redisio.events import Event, is_applied, parse_event
 from mnemod.redisio.keys import Keys
 from mnemod.redisio.streams import EventStream, GroupMissingError
-from mnemod.runtime import bookkeeping
+from mnemod.runtime import bookkeeping, maintenance
 from mnemod.runtime.bookkeeping import Bookkeeping, Settler
 from mnemod.runtime.commands import Command
 from mnemod.runtime.feed_publisher import FeedPublisher
 from mnemod.runtime.hot_sync import HotSync
+from mnemod.runtime.maintenance import Job, Maintenance
 from mnemod.runtime.metrics import Metrics
 from mnemod.store.engine import Engine
+from mnemod.store.heap import freeze_young
 
 log = structlog.get_logger("mnemod.writer")
 CONSUMER = "writer"  # one name for every leader, so a new leader inherits the pending list
@@ -96,6 +99,9 @@ class Writer:
         self.unacked: list[str] = []  # applied (or skipped), not yet acknowledged
         self.hot_pending: dict[str, str] = {}  # changes Redis has not taken yet
         self.books = Bookkeeping(engine, hot, rpc, self.publish)
+        self.maintenance = Maintenance(
+            engine, hot, self._commit_batch, self._job_finished, self._settle
+        )
         # the backlog (delivered before a crash, never acknowledged) first, then new ones
         self.read_from = {keys.events: "0", keys.rpc: "0"}
         self.last_commit = self.clock.monotonic()
@@ -135,7 +141,8 @@ class Writer:
             del streams[self.keys.events]  # no more events until the log takes the last
         backlog = any(v != ">" for v in streams.values())
         deferred = self.books.due
-        wait = None if backlog or deferred else block_ms  # None: look, don't wait
+        busy = self.maintenance.busy
+        wait = None if backlog or deferred or busy else block_ms  # None: look, don't wait
         if (self._checkpoint is not None or self.commits.failing) and wait is not None:
             wait = min(SAVE_POLL_MS if self._checkpoint is not None else 100, wait)
         try:
@@ -145,10 +152,14 @@ class Writer:
             self.ensure_groups()
             self.groups_recreated = True  # Redis may have lost its data: the daemon checks
             return BatchResult()
+        began = maintenance.started()
         result = BatchResult()
         got: dict[str, int] = {}
-        if deferred and not any(messages for _, messages in batches):
-            self.books.run(bookkeeping.SLICE_SECONDS)
+        if not any(messages for _, messages in batches):
+            if deferred:
+                self.books.run(bookkeeping.SLICE_SECONDS)
+            if busy:
+                self.maintenance.run(maintenance.SLICE_SECONDS)
         for stream, messages in batches:
             got[stream] = len(messages)
             if messages and streams[stream] != ">":
@@ -176,6 +187,9 @@ class Writer:
             self._log_batch(result)
             if deferred and self.books.starved:
                 self.books.run(bookkeeping.CATCH_UP_SECONDS)
+            if busy and self.maintenance.starved:
+                self.maintenance.run(maintenance.CATCH_UP_SECONDS)
+        maintenance.note_stall("step", began)
         return result
 
     def publish(self, changes: dict[str, str]) -> None:
@@ -229,10 +243,9 @@ class Writer:
             engine.remove(event.target, by=event.by)
         elif event.op == "promote":
             engine.promote(event.target, by=event.by)
-        elif event.op == "gc":
-            report = engine.gc(dry_run=event.dry_run, by=event.by)
-            self.record_job("gc", report.as_dict())
-            self.metrics.gc_reported(self.keys.namespace, report)
+        elif event.op == "gc":  # started: its report when it is done (_job_finished)
+            self.books.seal()
+            self.maintenance.start("gc_event", dry_run=event.dry_run, by=event.by)
 
     def dead_letter(
         self, event_id: str, raw: dict[str, str], error: str, request: bool = False
@@ -281,6 +294,13 @@ class Writer:
         command); `checkpoint` also writes a checkpoint and waits for it (shutdown). True
         when a checkpoint was started. Then, every `snapshot_interval`, what the
         bookkeeping gathered is sealed."""
+        began = maintenance.started()
+        try:
+            return self._commit(force, checkpoint)
+        finally:
+            maintenance.note_stall("commit", began)
+
+    def _commit(self, force: bool, checkpoint: bool) -> bool:
         self._collect(wait=force)
         if force:
             self.books.run(None)
@@ -316,6 +336,8 @@ class Writer:
     def _start_checkpoint(self, force: bool) -> bool:
         if self._checkpoint is not None or not (force or self.commits.checkpoint_due()):
             return False
+        if not force and not maintenance.texts_ready(self.engine):
+            return False  # a slice of the entries serialized first; the next loop tries again
         started = time.perf_counter()
         job = self.engine.checkpoint_job()
         if job is None:
@@ -376,24 +398,23 @@ class Writer:
 
     # ---- commands from the scheduler and the watcher -------------------------------------
     def run_command(self, command: Command) -> None:
+        began = maintenance.started()
+        try:
+            self._run_command(command)
+        finally:
+            maintenance.note_stall(command.kind, began)
+
+    def _run_command(self, command: Command) -> None:
         engine = self.engine
         if command.kind == "snapshot":
             self.commit()
             return
-        self.books.run(None)  # a job sees every access (GC must not expire what was just used)
-        if command.kind in ("gc", "expiry"):
-            report = engine.gc(by="gc", expire_only=command.kind == "expiry")
-            self.record_job(command.kind, report.as_dict(summary=True))
-            self.metrics.gc_finished(
-                self.keys.namespace,
-                expired=report.expired,
-                merged=report.merged,
-                promoted=report.promoted,
-            )
-        elif command.kind == "hot_refresh":
-            count = self.hot.rebuild(self.engine)  # scores decay: recompute them all
-            self.record_job("hot_refresh", {"hot": count})
-        elif command.kind == "trim":
+        if command.kind in ("gc", "expiry", "hot_refresh"):
+            self.books.seal()  # recorded before the job begins, in slices (_settle)
+            self.maintenance.start(command.kind)  # in slices, between batches
+            return
+        self.books.run(None)
+        if command.kind == "trim":
             self.record_job("trim", self.trim())
         elif command.kind == "reload_l1":
             problems = engine.reload_l1(command.path)
@@ -406,6 +427,32 @@ class Writer:
             self.record_job("reload_l2", {"l2": len(engine.l2_entries)})
         self.commit(force=True)  # durable first, then visible
         self.publish(engine.drain_changes())
+
+    def _settle(self, seconds: float | None) -> bool:
+        """Bookkeeping for a maintenance job about to begin; True once no answered
+        selection waits to be recorded."""
+        self.books.run(seconds)
+        return self.rpc is None or not self.rpc.unsettled
+
+    def _job_finished(self, job: Job, result: Any) -> None:
+        """What a maintenance job finished with, recorded as the job ran before slices."""
+        stall = {"slices": job.slices, "longest_slice_ms": round(job.longest_slice * 1000, 1)}
+        if job.kind == "hot_refresh":
+            self.record_job("hot_refresh", {**result, **stall})
+            return
+        if job.kind == "gc_event":
+            self.record_job("gc", {**result.as_dict(), **stall})
+            self.metrics.gc_reported(self.keys.namespace, result)
+        else:
+            self.record_job(job.kind, {**result.as_dict(summary=True), **stall})
+            self.metrics.gc_finished(
+                self.keys.namespace,
+                expired=result.expired,
+                merged=result.merged,
+                promoted=result.promoted,
+            )
+        if job.kind != "expiry" and not job.dry_run:
+            freeze_young()  # what GC left is long-lived again
 
     def record_job(self, name: str, result: dict[str, Any]) -> None:
         self.job_results[name] = {"at": self.clock.now().isoformat(), "ok": True, **result}

@@ -32,7 +32,8 @@ from mnemod.files.atomic import allow_group
 from mnemod.files.l1_files import L1Item, L1Problem, L1Registry
 from mnemod.files.lock import NamespaceLock
 from mnemod.store import changes
-from mnemod.store.bulk import restore_entries, run_gc
+from mnemod.store.bulk import restore_entries
+from mnemod.store.gc_run import run_gc
 from mnemod.store.heap import collector_paused
 from mnemod.store.l2_layer import Edit
 from mnemod.store.lookup import Lookup
@@ -320,7 +321,7 @@ class Engine:
         by: str = "gc",
         expire_only: bool = False,
     ) -> GcReport:
-        """Expire, merge, mark promotable, promote (see runtime.bulk.run_gc)."""
+        """Expire, merge, mark promotable, promote (see store.gc_run)."""
         return run_gc(self, now or self.clock.now(), dry_run, by, expire_only)
 
     def restore(self, entries: list[tuple[str, Entry]], now: datetime | None = None) -> int:
@@ -415,11 +416,12 @@ class Engine:
             self._gc_index.discard(entry.id)
 
     def gc_index(self) -> KeywordIndex:
-        """GC's keyword index: built at the first full GC, then kept in step by every
-        change, so the next plan looks only from what changed (domain.similar_pairs)."""
+        """GC's keyword index: made at the first full GC (which fills it, in steps: it is
+        not `complete` until then), then kept in step by every change, so the next plan
+        looks only from what changed (domain.similar_pairs)."""
         if self._gc_index is None:
-            floor = jaccard_floor(self.config.dedup)
-            self._gc_index = KeywordIndex(floor, self.entries.values())
+            self._gc_index = KeywordIndex(jaccard_floor(self.config.dedup))
+            self._gc_index.complete = False
         return self._gc_index
 
     def insert(self, entry: Entry) -> None:

@@ -1,0 +1,43 @@
+"""Work done a step at a time, run for a while at a time (the daemon's maintenance slices:
+runtime.maintenance) or to its end: a generator that yields between steps and returns its
+result (domain.steps)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Generator
+from typing import Generic, TypeVar, cast
+
+T = TypeVar("T")
+
+
+class Stepped(Generic[T]):
+    """A generator of steps run `run(seconds)` at a time; `result` once it returned."""
+
+    def __init__(self, steps: Generator[None, None, T]) -> None:
+        self._steps = steps
+        self.finished = False
+        self._result: T | None = None
+        self.busy_seconds = 0.0  # spent in `run`
+        self.longest_step = 0.0  # the longest stretch between two yields, seconds
+
+    @property
+    def result(self) -> T | None:
+        return self._result
+
+    def run(self, seconds: float | None) -> bool:
+        """About `seconds` of steps (all of them with None; at least one); True once done."""
+        began = last = time.perf_counter()
+        deadline = began + seconds if seconds is not None else float("inf")
+        while not self.finished:
+            try:
+                next(self._steps)
+            except StopIteration as done:
+                self._result, self.finished = cast(T, done.value), True
+            now = time.perf_counter()
+            self.longest_step = max(self.longest_step, now - last)
+            last = now
+            if now >= deadline:
+                break
+        self.busy_seconds += time.perf_counter() - began
+        return self.finished
