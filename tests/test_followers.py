@@ -14,7 +14,6 @@ import random
 import signal
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,7 +26,6 @@ from daemon_proc import (
     add_event,
     distinct_content,
     index_entries,
-    managed,
     pending,
     unread,
 )
@@ -43,22 +41,6 @@ FACTS = {
     "dog": "The user's dog is called Biscuit and is a beagle",
     "tz": "The user lives in the Asia/Taipei timezone",
 }
-
-
-@pytest.fixture
-def daemons(tmp_path: Path) -> Iterator[DaemonFactory]:
-    with managed(tmp_path) as factory:
-        yield factory
-
-
-@pytest.fixture
-def external(tmp_path: Path) -> Iterator[EmbeddedRedis]:
-    server = EmbeddedRedis(tmp_path / "external")
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def resolve(client: Client, prompt: str, timeout: float = 8.0) -> dict[str, object]:

@@ -248,16 +248,7 @@ class NamespaceRunner:
 
     def _open_copy(self) -> Engine:
         """This daemon's copy of the namespace, as a follower keeps it (store.replica)."""
-        paths = NamespacePaths(self.folders.data_dir, self.namespace)
-        return Engine(
-            paths,
-            self.host.config,
-            self.host.clock,
-            l1_dir=self.folders.l1_dir,
-            actor="agent",
-            autosave=False,
-            replica=True,
-        )
+        return self._open_engine(replica=True)
 
     def stand_by(self, lease: Lease) -> bool:
         """While another daemon leads (or this one leaves the namespace to a daemon under
@@ -389,7 +380,7 @@ class NamespaceRunner:
                 log.warning("redis.unavailable", error=describe(exc), at="shutdown")
                 writer.save_without_redis()
 
-    def _open_engine(self) -> Engine:
+    def _open_engine(self, replica: bool = False) -> Engine:
         paths = NamespacePaths(self.folders.data_dir, self.namespace)
         return Engine(
             paths,
@@ -398,6 +389,7 @@ class NamespaceRunner:
             l1_dir=self.folders.l1_dir,
             actor="agent",
             autosave=False,
+            replica=replica,
         )
 
     def _loop(self, parts: Leading) -> None:
