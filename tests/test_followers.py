@@ -57,6 +57,16 @@ def ids(data: Path) -> set[str]:
     return {e["id"] for e in index_entries(data)}
 
 
+def followers_seen(data: Path, url: str) -> dict[str, int | None]:
+    """What `mnemod status` says of the namespace's one follower: how far behind it is."""
+    done = run_cli(data, "status", "--redis-url", url, "--json")
+    info = json.loads(done.stdout)["namespaces"]["default"]
+    found = list(info["followers"].values())
+    if len(found) != 1 or info["committed_seq"] is None:
+        return {}
+    return {"behind": found[0]["behind"]}
+
+
 def settled(client: Client) -> bool:
     return unread(client) == 0 and pending(client) == 0
 
@@ -150,6 +160,7 @@ def test_a_copy_the_cli_wrote_while_another_daemon_led_is_set_aside_and_started_
     client = daemons.client(external.url)
     add_event(client, "The first memory, followed", id="x1")
     wait_until(lambda: ids(copy_dir) == {"x1"}, 15)
+    wait_until(lambda: followers_seen(leader_dir, external.url) == {"behind": 0}, 15)
     follower.signal(signal.SIGTERM)
     assert follower.wait_exit() == 0
     run_cli(copy_dir, "add", "A stray memory the CLI wrote into the copy", "--type", "insight")

@@ -20,6 +20,7 @@ from mnemod.files.l1_files import L1Registry
 from mnemod.files.l2_markdown import L2Folder
 from mnemod.files.l3_store import load_index
 from mnemod.processes import describe_owner, owner_is_gone
+from mnemod.redisio.change_feed import ChangeFeed
 from mnemod.redisio.connection import check_version, connect, memory_used
 from mnemod.redisio.dead_letters import dead_letter_count
 from mnemod.redisio.embedded import socket_path_for
@@ -130,6 +131,7 @@ def _namespace_status(ctx: Context, namespace: str, client: redis.Redis | None) 
     info["hot"] = hot.count("l3")
     info["l1"] = hot.count("l1")
     info["l2"] = hot.count("l2")
+    info.update(_replication(client, keys))
     info["pending"] = EventStream(client, keys).pending()
     info["dead_letters"] = dead_letter_count(client, keys)
     for field in ("pid", "version", "started_at", "heartbeat", "last_event_id"):
@@ -137,6 +139,26 @@ def _namespace_status(ctx: Context, namespace: str, client: redis.Redis | None) 
     for field in ("counts", "jobs", "l1_problems", "waiting"):
         info[field] = json.loads(status[field]) if status.get(field) else None
     return info
+
+
+def _replication(client: redis.Redis, keys: Keys) -> dict[str, Any]:
+    """The namespace's committed position and each live follower's: how far it applied,
+    how far behind it is, and how long ago it said so."""
+    feed = ChangeFeed(client, keys, owner="")
+    committed = feed.committed()
+    live, _ = feed.followers()
+    seq = committed.seq if committed is not None else None
+    return {
+        "committed_seq": seq,
+        "followers": {
+            name: {
+                "applied": applied,
+                "behind": max(0, seq - applied) if seq is not None else None,
+                "seen_s_ago": ago,
+            }
+            for name, (applied, ago) in sorted(live.items())
+        },
+    }
 
 
 def _status_text(report: dict[str, Any]) -> str:

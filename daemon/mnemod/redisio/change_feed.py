@@ -177,18 +177,24 @@ class ChangeFeed:
     def live_followers(self) -> dict[str, int]:
         """Followers heard from within LIVE_SECONDS, with their applied seq; the others'
         entries are removed."""
+        live, gone = self.followers()
+        if gone:
+            self.client.hdel(self.keys.followers, *gone)
+        return {name: applied for name, (applied, _) in live.items()}
+
+    def followers(self) -> tuple[dict[str, tuple[int, int]], list[str]]:
+        """Read only: the followers heard from within LIVE_SECONDS, each with its applied
+        seq and how many seconds ago it said so, and the names of the others."""
         now = int(self.client.time()[0])
-        live: dict[str, int] = {}
+        live: dict[str, tuple[int, int]] = {}
         gone = []
         for name, value in cast(dict[str, str], self.client.hgetall(self.keys.followers)).items():
             seq, _, said = value.partition(" ")
             if seq.isdigit() and said.isdigit() and now - int(said) <= LIVE_SECONDS:
-                live[name] = int(seq)
+                live[name] = (int(seq), max(0, now - int(said)))
             else:
                 gone.append(name)
-        if gone:
-            self.client.hdel(self.keys.followers, *gone)
-        return live
+        return live, gone
 
     # ---- everyone ------------------------------------------------------------------------
     def committed(self) -> Position | None:
