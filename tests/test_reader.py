@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,6 +14,7 @@ from mnemod.clock import FixedClock
 from mnemod.config import load_config
 from mnemod.store import reader
 from mnemod.store.engine import Engine
+from mnemod.store.listing import committed_rows
 from mnemod.store.paths import NamespacePaths
 from mnemod.store.reader import committed_entry, committed_stats
 
@@ -73,9 +75,10 @@ def test_a_persons_l2_edit_or_an_older_checkpoint_sends_the_caller_to_a_full_rea
     paths = store.engine.paths
     l2 = next(paths.l2_dir.glob("*.md"))
     store.close()
-    assert committed_stats(paths) is not None
+    assert committed_stats(paths) is not None and committed_rows(paths) is not None
     l2.write_text(l2.read_text().replace("Miso", "Mochi"))
     assert committed_stats(paths) is None
+    assert committed_rows(paths) is None
     assert all(committed_entry(paths, e) is None for e in full_read(tmp_path).entries)
 
     other = tmp_path / "older"
@@ -85,3 +88,47 @@ def test_a_persons_l2_edit_or_an_older_checkpoint_sends_the_caller_to_a_full_rea
     index = NamespacePaths(other, "default").index
     index.write_text(index.read_text().replace('"promotable":0,', "", 1))
     assert committed_stats(NamespacePaths(other, "default")) is None
+
+
+FILTERS = [(None, None), ("insight", None), ("context", None), (None, "l2"), (None, "l3"),
+           ("insight", "l2"), ("relation", "l3"), ("nothing", None)]  # fmt: skip
+
+
+def listed(engine: Engine, type_: str | None, layer: str | None) -> list[tuple[Any, str]]:
+    """What `mnemod list` prints from the opened namespace: (to_dict, layer), in order."""
+    return [(e.to_dict(), engine.layer_of(e)) for e in engine.select(type_, layer)]
+
+
+def test_the_listing_after_a_checkpoint_equals_a_full_read(tmp_path: Path) -> None:
+    clock = FixedClock(T0)
+    store = busy_store(tmp_path, clock)
+    store.add("The wiki lives at wiki.example", type="context", key="wiki")
+    store.update(store.engine.find("wiki").id, importance=2)  # type: ignore[union-attr]
+    paths = store.engine.paths
+    assert store.engine.committed_seq > 0  # records after the checkpoint, to be applied
+    engine = full_read(tmp_path)
+    try:
+        for type_, layer in FILTERS:
+            assert committed_rows(paths, type_, layer) == listed(engine, type_, layer)
+        every = committed_rows(paths)
+        assert every is not None and {layer for _, layer in every} == {"l2", "l3"}
+    finally:
+        engine.close()
+        store.close()
+    again = full_read(tmp_path)  # after the closing checkpoint: no record after it
+    assert committed_rows(paths) == listed(again, None, None)
+    again.close()
+
+
+def test_an_entry_not_as_mnemod_writes_it_sends_the_listing_to_a_full_read(
+    tmp_path: Path,
+) -> None:
+    store = busy_store(tmp_path, FixedClock(T0))
+    paths = store.engine.paths
+    store.close()
+    assert committed_rows(paths) is not None
+    text = paths.index.read_text()
+    stamp = text.rsplit('"created_at":"', 1)[1].split('"', 1)[0]  # the last L3 entry's
+    paths.index.write_text(text[::-1].replace(stamp[::-1], stamp[:-5][::-1] + "Z", 1)[::-1])
+    assert committed_rows(paths) is None  # the same time, written without milliseconds
+    full_read(tmp_path).close()  # which the full read takes

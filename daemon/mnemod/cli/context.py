@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from mnemod.cli.progress import phase
 from mnemod.cli.terminal import for_stream
-from mnemod.clock import Clock, clock_from_env, format_time
+from mnemod.clock import Clock, clock_from_env
 from mnemod.config import Config, load_config
 from mnemod.errors import InvalidInputError
 from mnemod.store.paths import (
@@ -120,15 +120,19 @@ class Context:
             self.out.write(for_stream(self.out, text.rstrip("\n")) + "\n")
 
     def entry_line(self, entry: Entry, layer: str = "") -> str:
-        expires = "never" if entry.expires_at is None else format_time(entry.expires_at)
-        content = entry.content.replace("\n", " ")
+        return self.row_line(entry.to_dict(), layer)
+
+    def row_line(self, row: dict[str, Any], layer: str = "") -> str:
+        """An entry's line from its `to_dict()`."""
+        expires = row["expires_at"] or "never"
+        content = row["content"].replace("\n", " ")
         if len(content) > 80:
             content = content[:77] + "..."
-        label = f" [{entry.key}]" if entry.key else ""
+        label = f" [{row['key']}]" if row["key"] else ""
         where = f"{layer} " if layer else ""
         return (
-            f"{entry.id}  {where}{entry.type:<10} imp={entry.importance} acc={entry.access_count} "
-            f"expires={expires}{label}  {content}"
+            f"{row['id']}  {where}{row['type']:<10} imp={row['importance']} "
+            f"acc={row['access_count']} expires={expires}{label}  {content}"
         )
 
     def entry_detail(self, entry: Entry, layer: str) -> str:

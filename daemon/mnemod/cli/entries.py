@@ -12,6 +12,7 @@ from mnemod.cli.remote import mutate
 from mnemod.clock import parse_time
 from mnemod.domain.validation import NewEntry, check_new_entry
 from mnemod.errors import InvalidInputError, NotFoundError
+from mnemod.files.l1_files import L1Item, L1Registry
 from mnemod.ids import new_id
 
 if TYPE_CHECKING:
@@ -220,23 +221,39 @@ def cmd_get(ctx: Context) -> int:
 
 
 def cmd_list(ctx: Context) -> int:
+    """The entries as committed, read from the checkpoint and the log (store.listing);
+    when that read cannot tell, from the opened namespace."""
+    from mnemod.store.listing import committed_rows
+
+    a = ctx.args
+    quick = [] if a.layer == "l1" else committed_rows(ctx.paths, a.type, a.layer)
+    if quick is not None:
+        l1 = L1Registry(ctx.l1_dir, ctx.config.limits)
+        l1.reload_all()
+        list_rows(ctx, l1.items(), quick)
+        return 0
     with ctx.engine(write=False) as engine:
-        rows: list[dict[str, Any]] = []
-        lines: list[str] = []
-        if ctx.args.layer in (None, "l1") and ctx.args.type is None:
-            for item in engine.l1_items():
-                rows.append(
-                    {"id": item.id, "layer": "l1", "content": item.content, "source": item.source}
-                )
-                first_line = (item.content.strip().splitlines() or [""])[0][:80]
-                lines.append(f"{item.id}  l1 {item.source}  {first_line}")
-        if ctx.args.layer != "l1":
-            for entry in engine.select(ctx.args.type, ctx.args.layer):
-                layer = engine.layer_of(entry)
-                rows.append({**entry.to_dict(), "layer": layer})
-                lines.append(ctx.entry_line(entry, layer))
-        ctx.emit(rows, "\n".join(lines) or "(no entries)")
+        found = engine.select(a.type, a.layer)
+        list_rows(ctx, engine.l1_items(), [(e.to_dict(), engine.layer_of(e)) for e in found])
     return 0
+
+
+def list_rows(ctx: Context, l1: list[L1Item], entries: list[tuple[dict[str, Any], str]]) -> None:
+    """`list`'s output: the L1 items (unless a type or a layer leaves them out), then the
+    entries as (`to_dict()`, layer)."""
+    rows: list[dict[str, Any]] = []
+    lines: list[str] = []
+    if ctx.args.layer in (None, "l1") and ctx.args.type is None:
+        for item in l1:
+            rows.append(
+                {"id": item.id, "layer": "l1", "content": item.content, "source": item.source}
+            )
+            first_line = (item.content.strip().splitlines() or [""])[0][:80]
+            lines.append(f"{item.id}  l1 {item.source}  {first_line}")
+    for data, layer in entries:
+        rows.append({**data, "layer": layer})
+        lines.append(ctx.row_line(data, layer))
+    ctx.emit(rows, "\n".join(lines) or "(no entries)")
 
 
 def cmd_access(ctx: Context) -> int:

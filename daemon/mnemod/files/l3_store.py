@@ -129,6 +129,12 @@ def _streamed(path: Path, raw: bytes) -> L3Snapshot | None:
         return None
 
 
+def entry_slices(raw: bytes, start: int, end: int) -> Iterable[Any]:
+    """The raw L3 entries of a checkpoint `raw` (its list's items between `start` and
+    `end`), parsed a slice at a time as they are iterated."""
+    return _Slices(raw, start, end)
+
+
 class _Slices(list[Any]):
     """The raw L3 entries of a checkpoint, parsed a slice (of about `size` bytes) at a
     time as they are iterated (`_entries`); orjson.JSONDecodeError when one does not

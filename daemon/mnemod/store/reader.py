@@ -65,6 +65,11 @@ def read_head(path: Path) -> Head | None:
                 data += more
     except OSError:
         return None
+    return head_of(data)
+
+
+def head_of(data: bytes) -> Head | None:
+    """The head of a checkpoint from its first bytes (or all of them)."""
     at = data.find(ENTRIES_MARK)
     if at < 0:
         return None
@@ -90,7 +95,7 @@ def committed_stats(paths: NamespacePaths) -> tuple[dict[str, Any], str | None] 
     None when the checkpoint has no such stats or does not read this way."""
     try:
         return _committed_stats(paths)
-    except (_Unsure, CorruptFileError, OSError, KeyError, TypeError):
+    except (Unsure, CorruptFileError, OSError, KeyError, TypeError):
         return None
 
 
@@ -98,10 +103,8 @@ def _committed_stats(paths: NamespacePaths) -> tuple[dict[str, Any], str | None]
     head = read_head(paths.index)
     if head is None or not all(name in head.stats for name in STATS_FIELDS):
         return None
-    log = ChangeLog(paths.log_dir, readonly=True)
-    records = list(log.read_after(head.log_seq)) if log.last_seq > head.log_seq else []
+    records, log, touched = records_after(paths, head)
     stats = {k: dict(v) if isinstance(v, dict) else v for k, v in head.stats.items()}
-    touched = {str(op.get("id") or op["entry"]["id"]) for r in records for op in _ops(r)}
     state = _l2_state(head)
     for raw in _l3_objects(paths.index, head.entries_at, touched):
         state.entries[raw["id"]] = _entry(raw)
@@ -109,6 +112,32 @@ def _committed_stats(paths: NamespacePaths) -> tuple[dict[str, Any], str | None]
     _replay(paths, head, state, records, log)
     _count(stats, state, touched, +1)
     return stats, state.last_event_id
+
+
+def records_after(
+    paths: NamespacePaths, head: Head
+) -> tuple[list[dict[str, Any]], ChangeLog, set[str]]:
+    """The change-log records after the checkpoint, the log, and the ids they name."""
+    log = ChangeLog(paths.log_dir, readonly=True)
+    records = list(log.read_after(head.log_seq)) if log.last_seq > head.log_seq else []
+    touched = {str(op.get("id") or op["entry"]["id"]) for r in records for op in _ops(r)}
+    return records, log, touched
+
+
+def replayed(
+    paths: NamespacePaths,
+    head: Head,
+    l3: list[dict[str, Any]],
+    records: list[dict[str, Any]],
+    log: ChangeLog,
+) -> State:
+    """The L2 layer and the L3 entries `l3` (as the checkpoint holds them) once the records
+    after the checkpoint are applied (Unsure: see `_replay`)."""
+    state = _l2_state(head)
+    for raw in l3:
+        state.entries[raw["id"]] = _entry(raw)
+    _replay(paths, head, state, records, log)
+    return state
 
 
 def _l2_state(head: Head) -> State:
@@ -130,13 +159,13 @@ def _replay(
         apply_record(state, record, log)
         written.update(record.get("l2_written") or {})
     if L2Files(paths.l2_dir).reconcile(state.l2, written):
-        raise _Unsure
+        raise Unsure
 
 
 def _ops(record: dict[str, Any]) -> list[dict[str, Any]]:
     ops = record.get("ops") or []
     if not isinstance(ops, list) or not all(isinstance(op, dict) for op in ops):
-        raise _Unsure
+        raise Unsure
     return ops
 
 
@@ -165,7 +194,7 @@ def committed_entry(paths: NamespacePaths, entry_id: str) -> tuple[Entry, str] |
     way (see the module doc)."""
     try:
         return _committed_entry(paths, entry_id)
-    except (_Unsure, CorruptFileError, OSError):
+    except (Unsure, CorruptFileError, OSError):
         return None
 
 
@@ -191,11 +220,14 @@ def _entry(raw: Any) -> Entry:
     try:
         return Entry.from_dict(raw, where="entry")
     except InvalidInputError as exc:
-        raise _Unsure from exc
+        raise Unsure from exc
 
 
-class _Unsure(Exception):
+class Unsure(Exception):
     """The fast read cannot tell: the caller reads everything."""
+
+
+Unsure = Unsure
 
 
 def _l3_object(path: Path, start: int, entry_id: str) -> dict[str, Any] | None:
@@ -226,7 +258,7 @@ def _object_at(m: mmap.mmap, at: int, entry_id: str) -> dict[str, Any]:
     try:
         value, _ = json.JSONDecoder().raw_decode(window.decode("utf-8", "replace"))
     except ValueError as exc:
-        raise _Unsure from exc
+        raise Unsure from exc
     if not isinstance(value, dict) or value.get("id") != entry_id:
-        raise _Unsure
+        raise Unsure
     return value
