@@ -125,9 +125,10 @@ class Context:
     def row_line(self, row: dict[str, Any], layer: str = "") -> str:
         """An entry's line from its `to_dict()`."""
         expires = row["expires_at"] or "never"
-        content = row["content"].replace("\n", " ")
+        content = row["content"]
         if len(content) > 80:
             content = content[:77] + "..."
+        content = content.replace("\n", " ")
         label = f" [{row['key']}]" if row["key"] else ""
         where = f"{layer} " if layer else ""
         return (

@@ -26,12 +26,13 @@ import orjson
 from mnemod.domain.model import Entry
 from mnemod.errors import CorruptFileError
 from mnemod.files.l3_store import entry_slices
-from mnemod.ids import is_valid_id
+from mnemod.ids import ID_PATTERN
 from mnemod.store.paths import NamespacePaths
 from mnemod.store.reader import Unsure, head_of, records_after, replayed
 
-# one or more times as clock.format_time writes them, run together (a match each is slower)
-_TIMES = re.compile(r"(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z)+")
+# an id, a newline, then times as clock.format_time writes them: one match for all of them
+# (a match each took 0.5 s at 100,000 entries)
+_WRITTEN = re.compile(ID_PATTERN.pattern + r"\n(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z)+")
 
 
 def committed_rows(
@@ -101,7 +102,6 @@ def _checked(item: Any, fields: tuple[str, ...]) -> str:
     created, updated, accessed = item["created_at"], item["updated_at"], item["last_accessed_at"]
     if not (
         type(entry_id) is str
-        and is_valid_id(entry_id)
         and type(item["type"]) is str
         and item["type"]
         and type(item["content"]) is str
@@ -114,7 +114,7 @@ def _checked(item: Any, fields: tuple[str, ...]) -> str:
         and type(accessed) is str
         and (expires is None or type(expires) is str)
         and len(created) == len(updated) == len(accessed) == len(expires or created) == 24
-        and _TIMES.fullmatch(created + updated + accessed + (expires or ""))
+        and _WRITTEN.fullmatch(f"{entry_id}\n{created}{updated}{accessed}{expires or ''}")
     ):
         raise Unsure
     return entry_id
