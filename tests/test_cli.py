@@ -130,3 +130,22 @@ def test_the_hook_and_the_client_start_without_the_engine() -> None:
         [sys.executable, "-c", script], capture_output=True, text=True, check=True
     ).stdout.splitlines()
     assert out == ["[]", "True Store Entry", "module 'mnemod' has no attribute 'nothing'"]
+
+
+def test_list_prints_what_the_full_read_prints(tmp_path: Path) -> None:
+    """`list` from the checkpoint's entries as written and the records after it, then from
+    the same checkpoint reformatted (which only the full read takes): the same output."""
+    from mnemod.clock import FixedClock
+    from test_reader import T0, busy_store
+
+    store = busy_store(tmp_path, FixedClock(T0))
+    store.add("The wiki lives at wiki.example\nsecond line " + "x" * 90, key="wiki")
+    flags = [[], ["--json"], ["--type", "insight"], ["--layer", "l2", "--json"], ["--layer", "l3"]]
+    try:
+        quick = [run_cli(tmp_path, "list", *f).stdout for f in flags]
+        index = store.engine.paths.index
+        index.write_text(json.dumps(json.loads(index.read_text()), indent=1))
+        assert [run_cli(tmp_path, "list", *f).stdout for f in flags] == quick
+        assert "[wiki]" in quick[0] and "Thursday" in quick[0]  # a put after the checkpoint
+    finally:
+        store.close()
