@@ -252,9 +252,10 @@ def list_rows(ctx: Context, l1: list[L1Item], entries: list[tuple[dict[str, Any]
             )
             first_line = (item.content.strip().splitlines() or [""])[0][:80]
             lines.append(f"{item.id}  l1 {item.source}  {first_line}")
-    for data, layer in entries:
-        rows.append({**data, "layer": layer})
-        lines.append(ctx.row_line(data, layer))
+    if ctx.as_json:  # 100,000 rows: only what is printed
+        rows.extend({**data, "layer": layer} for data, layer in entries)
+    else:
+        lines.extend(ctx.row_line(data, layer) for data, layer in entries)
     ctx.emit(rows, "\n".join(lines) or "(no entries)")
 
 
