@@ -57,6 +57,17 @@ def ids(data: Path) -> set[str]:
     return {e["id"] for e in index_entries(data)}
 
 
+def leader_and_follower(
+    daemons: DaemonFactory, external: EmbeddedRedis
+) -> tuple[DaemonProc, DaemonProc, Client]:
+    """A leading daemon on folder `a`, a follower on folder `b`, and an agent's client."""
+    leader = daemons.daemon(daemons.data_dir("a"), redis_url=external.url, env=LEASE).start()
+    leader.wait_log("daemon.running")
+    follower = daemons.daemon(daemons.data_dir("b"), redis_url=external.url, env=LEASE).start()
+    follower.wait_log("lease.standby")
+    return leader, follower, daemons.client(external.url)
+
+
 def followers_seen(data: Path, url: str) -> dict[str, int | None]:
     """What `mnemod status` says of the namespace's one follower: how far behind it is."""
     done = run_cli(data, "status", "--redis-url", url, "--json")
@@ -152,12 +163,8 @@ def test_failover_across_three_folders_loses_nothing_and_resurrects_nothing(
 def test_a_copy_the_cli_wrote_while_another_daemon_led_is_set_aside_and_started_again(
     daemons: DaemonFactory, external: EmbeddedRedis
 ) -> None:
-    leader_dir, copy_dir = daemons.data_dir("a"), daemons.data_dir("b")
-    leader = daemons.daemon(leader_dir, redis_url=external.url, env=LEASE).start()
-    leader.wait_log("daemon.running")
-    follower = daemons.daemon(copy_dir, redis_url=external.url, env=LEASE).start()
-    follower.wait_log("lease.standby")
-    client = daemons.client(external.url)
+    leader, follower, client = leader_and_follower(daemons, external)
+    leader_dir, copy_dir = leader.data_dir, follower.data_dir
     add_event(client, "The first memory, followed", id="x1")
     wait_until(lambda: ids(copy_dir) == {"x1"}, 15)
     wait_until(lambda: followers_seen(leader_dir, external.url) == {"behind": 0}, 15)
@@ -220,12 +227,8 @@ def test_kill_9_of_the_leader_during_an_ingest_with_two_followers_loses_nothing(
 def test_a_request_a_dead_daemon_took_is_answered_by_another(
     daemons: DaemonFactory, external: EmbeddedRedis
 ) -> None:
-    leader_dir, copy_dir = daemons.data_dir("a"), daemons.data_dir("b")
-    leader = daemons.daemon(leader_dir, redis_url=external.url, env=LEASE).start()
-    leader.wait_log("daemon.running")
-    follower = daemons.daemon(copy_dir, redis_url=external.url, env=LEASE).start()
-    follower.wait_log("lease.standby")
-    client = daemons.client(external.url)
+    leader, follower, client = leader_and_follower(daemons, external)
+    copy_dir = follower.data_dir
     add_event(client, "The user's dog is called Biscuit and is a beagle", id="dog")
     wait_until(lambda: ids(copy_dir) == {"dog"}, 15)
     reply_to = KEYS.reply(uuid.uuid4().hex)
@@ -251,12 +254,8 @@ def test_a_leader_stopped_cleanly_hands_over_to_its_follower_with_every_memory(
     daemons: DaemonFactory, external: EmbeddedRedis
 ) -> None:
     rng = random.Random(8)
-    leader_dir, copy_dir = daemons.data_dir("a"), daemons.data_dir("b")
-    leader = daemons.daemon(leader_dir, redis_url=external.url, env=LEASE).start()
-    leader.wait_log("daemon.running")
-    follower = daemons.daemon(copy_dir, redis_url=external.url, env=LEASE).start()
-    follower.wait_log("lease.standby")
-    client = daemons.client(external.url)
+    leader, follower, client = leader_and_follower(daemons, external)
+    leader_dir, copy_dir = leader.data_dir, follower.data_dir
     expected = {f"s{n:02d}" for n in range(40)}
     for entry_id in sorted(expected):
         add_event(client, distinct_content(rng), id=entry_id)

@@ -125,7 +125,7 @@ def decisions(plan: GcPlan) -> tuple[object, ...]:
 
 
 def apply(plan: GcPlan, entries: dict[str, Entry], index: KeywordIndex, now: datetime) -> None:
-    """What the engine does with a plan (runtime.bulk.run_gc), feeding the index as it must."""
+    """What the engine does with a plan (store.gc_run), feeding the index as it must."""
     for entry_id in plan.expired:
         del entries[entry_id]
         index.discard(entry_id)
