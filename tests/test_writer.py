@@ -123,10 +123,10 @@ def test_a_failed_commit_leaves_its_events_for_the_next(
     real = ChangeLog.append_lines
     failures = [OSError(28, "No space left on device")]
 
-    def flaky(self: ChangeLog, lines: list[bytes]) -> None:
+    def flaky(self: ChangeLog, lines: list[bytes], seqs: list[int] | None = None) -> None:
         if failures:
             raise failures.pop()
-        real(self, lines)
+        real(self, lines, seqs)
 
     monkeypatch.setattr(ChangeLog, "append_lines", flaky)
     with Client(redis_server) as agent:

@@ -239,18 +239,19 @@ class ChangeLog:
         """Append and fsync; `records` carry their seq, one above the last. On failure
         (a full or read-only disk) whatever reached the file is cut again and the error
         goes up: the log is as it was, and the same records may be appended later."""
-        self.append_lines([encode_record(r) for r in records])
+        self.append_lines([encode_record(r) for r in records], [r["seq"] for r in records])
 
-    def append_lines(self, lines: list[bytes]) -> None:
+    def append_lines(self, lines: list[bytes], seqs: list[int] | None = None) -> None:
         """`append` of records already encoded (the leader's lines a follower applies,
-        kept byte for byte so that both logs name a record by the same CRC)."""
+        kept byte for byte so that both logs name a record by the same CRC). `seqs`: the
+        lines' seqs when the caller encoded them itself; otherwise each line's CRC is
+        checked and its seq read from it."""
         if not lines:
             return
         if self.readonly:
             raise OSError(f"{self.folder}: opened read-only")
         seq = self.last_seq
-        for line in lines:
-            found = record_seq(line)
+        for found in seqs if seqs is not None else map(record_seq, lines):
             if found is None or found != seq + 1:
                 got = "a damaged line" if found is None else f"seq {found}"
                 raise ValueError(f"{self.folder}: {got} after record {seq}")

@@ -198,7 +198,7 @@ class Commits:
         if self.publish is not None:
             self.publish(lines)
         try:
-            self.log.append_lines(lines)
+            self.log.append_lines(lines, [r["seq"] for r in records])
         except OSError:
             self.failures += 1
             delay = RETRY_SECONDS * 2 ** min(self.failures - 1, 16)
