@@ -366,6 +366,32 @@ def test_history_lines_follow_the_log_once_each_torn_or_missing(
     third.close()
 
 
+def test_a_commits_journal_lines_cut_short_by_a_kill_are_completed_once(
+    tmp_path: Path, clock: FixedClock
+) -> None:
+    store = mnemod.open(tmp_path / "data", clock=clock)
+    texts = ("Cat is called Miso", "Dog is called Bao", "The boat sails on Sundays")
+    added = [store.add(text) for text in texts]
+    with store.engine.batch():  # one commit: its three archived copies in one append
+        for entry in added:
+            store.remove(entry.id)
+    store.engine._lock.release()  # type: ignore[union-attr]  # the kernel does this on kill -9
+    folder = tmp_path / "data" / "default"
+    archive, history = folder / "l3" / "archive.jsonl", folder / "history.jsonl"
+    lines = archive.read_bytes().splitlines(keepends=True)
+    assert len(lines) == 3
+    # a kill -9 stops a write at a page boundary: the first line whole, the second torn,
+    # and the history never reached
+    archive.write_bytes(lines[0] + lines[1][:20])
+    history.write_bytes(b"".join(history.read_bytes().splitlines(keepends=True)[:3]))
+    ids = [e.id for e in added]
+    for _ in range(2):  # and nothing written twice at the next open
+        reopen(tmp_path, clock).close()
+        assert [r["entry"]["id"] for r in read_jsonl(archive)] == ids
+        removes = [r["id"] for r in read_jsonl(history) if r["op"] == "remove"]
+        assert removes == ids
+
+
 def test_resolve_selections_count_for_ttl_but_not_for_ranking(
     store: mnemod.Store, clock: FixedClock
 ) -> None:

@@ -145,11 +145,12 @@ def check_against(model: Model, data: Path) -> None:
             files[entry.id] = (entry.content, entry.access_count)
     assert files == {i: (e.content, e.access_count) for i, e in state.l2.items()}, "L2 files"
     ops = Counter((r["op"], r["id"]) for r in read_jsonl(paths.history))
-    assert all(ops[("add", i)] == 1 for i in model.added), "one add record each"
-    assert all(ops[("remove", i)] == 1 for i in model.removed), "one remove record each"
-    assert all(ops[("promote", i)] == 1 for i in model.promoted), "one promote record each"
+    for op, ids in (("add", model.added), ("remove", model.removed), ("promote", model.promoted)):
+        off = {i: ops[(op, i)] for i in ids if ops[(op, i)] != 1}
+        assert not off, f"one {op} record each, not {off}"
     archived = Counter(r["entry"]["id"] for r in read_jsonl(paths.archive))
-    assert all(archived[i] == 1 for i in model.removed), "one archived copy each"
+    off = {i: archived[i] for i in model.removed if archived[i] != 1}
+    assert not off, f"one archived copy each, not {off}"
 
 
 @contextmanager

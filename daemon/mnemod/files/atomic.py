@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 _counter = 0
+_CHUNK = 65536  # bytes read at a time from a file's end
 FILE_MODE = 0o600
 DIR_MODE = 0o700
 _counter_lock = threading.Lock()
@@ -151,8 +152,8 @@ def fsync_file(path: Path) -> None:
 
 
 def ensure_whole_lines(path: Path) -> int:
-    """Cut a torn last line (no newline at the end) left by a crash mid-append; returns the
-    bytes cut."""
+    """Cut a torn last line (no newline at the end) left by a crash or a kill -9 mid-append
+    (a write the kernel cut short, at a page boundary); returns the bytes cut."""
     try:
         size = path.stat().st_size
     except FileNotFoundError:
@@ -160,15 +161,43 @@ def ensure_whole_lines(path: Path) -> int:
     if size == 0:
         return 0
     with path.open("r+b") as handle:
-        handle.seek(max(0, size - 65536))
-        tail = handle.read()
-        if tail.endswith(b"\n"):
+        handle.seek(size - 1)
+        if handle.read(1) == b"\n":
             return 0
-        cut_at = tail.rfind(b"\n")
-        if cut_at < 0 and size > len(tail):
-            return 0  # one line longer than we look back: leave it to a person
-        keep = size - len(tail) + cut_at + 1
+        keep = 0
+        end = size
+        while end > 0:  # back to the last newline, however long the torn line
+            start = max(0, end - _CHUNK)
+            handle.seek(start)
+            found = handle.read(end - start).rfind(b"\n")
+            if found >= 0:
+                keep = start + found + 1
+                break
+            end = start
         handle.truncate(keep)
         handle.flush()
         os.fsync(handle.fileno())
     return size - keep
+
+
+def lines_backward(path: Path) -> Iterator[bytes]:
+    """The file's lines, last first, read from its end in chunks: the tail of a large
+    append-only file without reading the rest. Nothing for a missing file."""
+    try:
+        handle = path.open("rb")
+    except FileNotFoundError:
+        return
+    with handle:
+        end = handle.seek(0, os.SEEK_END)
+        rest = b""
+        while end > 0:
+            start = max(0, end - _CHUNK)
+            handle.seek(start)
+            parts = (handle.read(end - start) + rest).split(b"\n")
+            rest = parts[0]
+            for line in reversed(parts[1:]):
+                if line:
+                    yield line
+            end = start
+        if rest:
+            yield rest

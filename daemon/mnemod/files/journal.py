@@ -5,7 +5,7 @@ nothing just vanishes). Both are derived from the change log."""
 from __future__ import annotations
 
 import json
-import os
+import re
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -15,9 +15,9 @@ import structlog
 
 from mnemod.clock import format_time
 from mnemod.domain.model import Entry
-from mnemod.files.atomic import append_lines, ensure_whole_lines, fsync_file
+from mnemod.files.atomic import append_lines, ensure_whole_lines, fsync_file, lines_backward
 
-_TAIL_BYTES = 65536
+_SEQ_AT_END = re.compile(rb'"seq": (\d+)\}\s*$')  # how `write` ends each line
 log = structlog.get_logger("mnemod.journal")
 
 
@@ -51,17 +51,26 @@ class Journal:
 class JournalFiles:
     """history.jsonl and archive.jsonl, brought up to date from committed records. Each
     line carries the seq of its commit, so a line already there is never appended again
-    (after a crash between the append and the next commit, or a retried append)."""
+    (after a crash between the append and the next commit, or a retried append).
+
+    A commit's lines go in one append, which a kill -9 can cut short (the kernel stops a
+    write at a page boundary when the process is killed): the file then ends with the
+    first of them. At open, the lines at the end with the last seq are counted, that
+    commit counts as not written yet, and writing it again appends only the rest."""
 
     def __init__(self, history_path: Path, archive_path: Path, readonly: bool = False) -> None:
         self.paths = {"history": history_path, "archive": archive_path}
         self.written: dict[str, int] = {}
+        self._begun: dict[str, tuple[int, int]] = {}  # (seq, its lines found at the end)
         for name, path in self.paths.items():
             if not readonly:
                 cut = ensure_whole_lines(path)
                 if cut:
                     log.warning("journal.torn_line_cut", file=str(path), bytes=cut)
-            self.written[name] = last_seq(path)
+            seq, count = last_commit(path)
+            self.written[name] = seq - 1 if count else seq
+            if count:
+                self._begun[name] = (seq, count)
 
     @property
     def through(self) -> int:
@@ -72,11 +81,14 @@ class JournalFiles:
         self, seq: int, history: list[dict[str, Any]], archived: list[dict[str, Any]]
     ) -> None:
         """Append one commit's lines (archive first: an entry's archived copy is on disk
-        before its removal is told); a file that already has `seq` is skipped."""
+        before its removal is told); a file that already has `seq` is skipped, one that
+        has its first lines gets the rest."""
         for name, records in (("archive", archived), ("history", history)):
             if self.written[name] >= seq:
                 continue
-            lines = [json.dumps({**r, "seq": seq}, ensure_ascii=False) for r in records]
+            begun, count = self._begun.pop(name, (0, 0))
+            done = count if begun == seq else 0
+            lines = [json.dumps({**r, "seq": seq}, ensure_ascii=False) for r in records[done:]]
             # not fsynced: the log holds the records until `sync` (before it is pruned)
             append_lines(self.paths[name], lines, sync=False)
             self.written[name] = seq
@@ -87,25 +99,41 @@ class JournalFiles:
             fsync_file(path)
 
 
-def last_seq(path: Path) -> int:
-    """The seq of the last line that has one (0 for none: a file of before the change log)."""
-    try:
-        with path.open("rb") as handle:
-            size = handle.seek(0, os.SEEK_END)
-            handle.seek(max(0, size - _TAIL_BYTES))
-            tail = handle.read()
-    except FileNotFoundError:
-        return 0
-    for line in reversed(tail.splitlines()):
-        try:
-            record = json.loads(line)
-        except (json.JSONDecodeError, UnicodeDecodeError):
+def last_commit(path: Path) -> tuple[int, int]:
+    """The seq of the last line that has one and how many lines at the end carry it;
+    (0, 0) for none (a file of before the change log, or none at all). A line at the very
+    end that does not read (torn, in a file opened read-only) is passed over."""
+    seq, count = 0, 0
+    for line in lines_backward(path):
+        found = _line_seq(line)
+        if found is None:
+            if count or _reads(line):
+                break
             continue
-        if isinstance(record, dict) and isinstance(record.get("seq"), int):
-            return int(record["seq"])
-        if isinstance(record, dict):
-            return 0
-    return 0
+        if count and found != seq:
+            break
+        seq, count = found, count + 1
+    return seq, count
+
+
+def _line_seq(line: bytes) -> int | None:
+    match = _SEQ_AT_END.search(line, max(0, len(line) - 40))
+    if match is not None:
+        return int(match.group(1))
+    try:
+        record = json.loads(line)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    found = record.get("seq") if isinstance(record, dict) else None
+    return found if isinstance(found, int) and not isinstance(found, bool) else None
+
+
+def _reads(line: bytes) -> bool:
+    try:
+        json.loads(line)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return False
+    return True
 
 
 def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
