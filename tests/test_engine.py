@@ -13,7 +13,10 @@ import mnemod
 from mnemod.clock import FixedClock
 from mnemod.errors import CorruptIndexError, InvalidInputError, LockedError, NotFoundError
 from mnemod.files.journal import read_jsonl, story
+from mnemod.files.l2_markdown import parse_l2
 from mnemod.files.l3_store import load_index
+from mnemod.store.commits import ACCESS_SAVE_SECONDS
+from mnemod.store.l2_layer import ACCESS_WRITE_SECONDS
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 
@@ -175,6 +178,27 @@ def test_promotion_manual_and_back_through_get(
     assert again.engine.layer_of(got) == "l2"
     assert [e.id for e in again.list(layer="l3")] == []
     again.close()
+
+
+def test_accesses_of_l2_entries_reach_their_file_after_the_wait_on_the_engines_clock(
+    tmp_path: Path, store: mnemod.Store, clock: FixedClock
+) -> None:
+    entry = store.add("Prod DB is postgres 16 on db1", type="relation")
+    store.promote(entry.id)
+    path = tmp_path / "data" / "default" / "l2" / "relation.md"
+
+    def counted() -> list[int]:
+        return [e.access_count for e in parse_l2(path.read_text(), path)]
+
+    clock.advance(ACCESS_SAVE_SECONDS)
+    store.access(entry.id)  # committed now, alone: its file waits ACCESS_WRITE_SECONDS
+    assert counted() == [0]
+    clock.advance(ACCESS_WRITE_SECONDS - 1)
+    store.add("The backup runs nightly at three", type="insight")  # a commit, files derived
+    assert counted() == [0]
+    clock.advance(2)
+    store.add("The printer is on the second floor", type="insight")
+    assert counted() == [1]
 
 
 def test_promotion_auto_policy(tmp_path: Path, clock: FixedClock) -> None:

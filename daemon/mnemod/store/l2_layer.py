@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import structlog
 
+from mnemod.clock import Clock, SystemClock
 from mnemod.domain.model import Entry
 from mnemod.errors import CorruptFileError
 from mnemod.files.l2_markdown import L2Folder, render_l2
@@ -55,8 +55,10 @@ class _File:
 
 
 class L2Files:
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, clock: Clock | None = None) -> None:
+        """`clock` times the retries and the wait of accesses-only writes."""
         self.folder = L2Folder(folder)
+        self.clock: Clock = clock or SystemClock()
         self._files: dict[str, _File] = {}
         self.broken: dict[str, CorruptFileError] = {}
         self.written: dict[str, str] = {}  # type -> digest of mnemod's last write (checkpointed)
@@ -115,13 +117,13 @@ class L2Files:
             state = self._file(type_)
             if accesses_only:
                 if not state.soft:
-                    state.soft, state.soft_since = True, time.monotonic()
+                    state.soft, state.soft_since = True, self.clock.monotonic()
             else:
                 state.hard = True
 
     def due(self, everything: bool = False) -> list[str]:
         """Types whose file should be written now."""
-        now = time.monotonic()
+        now = self.clock.monotonic()
         due = []
         for type_, state in self._files.items():
             if type_ in self.broken or state.retry_at > now:
@@ -153,7 +155,7 @@ class L2Files:
         except OSError as exc:
             state.failures += 1
             delay = min(RETRY_CAP_SECONDS, RETRY_SECONDS * 2 ** min(state.failures - 1, 16))
-            state.retry_at = time.monotonic() + delay
+            state.retry_at = self.clock.monotonic() + delay
             state.error = f"cannot write: {exc.strerror or exc}"
             log.error("l2.write_failed", type=type_, error=state.error, retry_in=delay)
             return None

@@ -138,7 +138,7 @@ def open_namespace(
     """Recover the state, compare the L2 files with it, and set up the commits."""
     recovered = recover(paths, readonly)
     state = recovered.state
-    l2 = L2Files(paths.l2_dir)
+    l2 = L2Files(paths.l2_dir, clock)
     # A store from before the change log (or one a person began with L2 files): its L2
     # files are the truth until the first checkpoint holds them.
     migrated = recovered.snapshot.l2 is None and recovered.changelog.last_seq == 0
