@@ -11,6 +11,7 @@ from structlog.testing import capture_logs
 
 from mnemod.domain.model import Entry
 from mnemod.errors import InvalidInputError
+from mnemod.redisio.change_feed import FencedOut
 from mnemod.redisio.hot_layer import HotItem, HotLayer
 from mnemod.redisio.keys import MAX_TERM_CHARS, Keys
 
@@ -335,3 +336,18 @@ def test_reader_never_sees_an_item_without_its_index(
         thread.join()
         reader.close()
     assert problems == []
+
+
+def test_a_fenced_layer_writes_only_while_no_other_owner_holds_the_lease(
+    redis_client: redis.Redis,
+) -> None:
+    fenced = HotLayer(redis_client, KEYS, owner="leader")
+    fenced.put(item("A1"))  # the lease free: nobody else leads
+    redis_client.set(KEYS.lease, "leader", px=30_000)
+    fenced.put(item("A2"))
+    redis_client.set(KEYS.lease, "next-leader", px=30_000)  # deposed, frozen past its lease
+    before = snapshot(redis_client)
+    with pytest.raises(FencedOut, match="next-leader"):
+        fenced.apply([item("A3")], ["A1"])
+    assert snapshot(redis_client) == before
+    assert {"mnemod:{ns}:m:A1", "mnemod:{ns}:m:A2"} <= set(before)

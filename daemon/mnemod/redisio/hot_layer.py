@@ -25,6 +25,7 @@ from redis.client import Pipeline
 from mnemod.clock import format_time
 from mnemod.domain.model import Entry
 from mnemod.errors import InvalidInputError
+from mnemod.redisio.change_feed import FencedOut
 from mnemod.redisio.connection import wrong_type
 from mnemod.redisio.keys import LAYER_SETS, Keys
 
@@ -152,10 +153,17 @@ return touched
 class HotLayer:
     """Writes and reads the hot layer of one namespace (only the namespace's writer writes)."""
 
-    def __init__(self, client: redis.Redis, keys: Keys, batch_size: int = 200) -> None:
+    def __init__(
+        self, client: redis.Redis, keys: Keys, batch_size: int = 200, owner: str | None = None
+    ) -> None:
+        """`owner`: the leader's lease id. Each batch's transaction then watches the lease
+        and goes through only while no other owner holds it (FencedOut otherwise), so a leader
+        deposed between its commit and its hot-layer write (frozen past its lease) cannot
+        write over what the next leader put there."""
         self.client = client
         self.keys = keys
         self.batch_size = batch_size
+        self.owner = owner
         self._touch = client.register_script(_TOUCH)
 
     # -- writes --------------------------------------------------------------------------
@@ -336,7 +344,14 @@ class HotLayer:
         if not item_keys:
             return 0
 
+        fenced = [self.keys.lease] if self.owner is not None else []
+
         def transaction(pipe: Pipeline) -> int:
+            if fenced:
+                # watched: a change of holder before EXEC retries the batch (and meets this)
+                holder = cast("str | None", pipe.get(fenced[0]))
+                if holder not in (None, self.owner):  # free: retaken by the next publish
+                    raise FencedOut(f"the lease is {holder or 'free'}, not {self.owner}'s")
             reader = self.client.pipeline(transaction=False)
             for name in item_keys:
                 reader.hmget(name, ["keywords", "key"])
@@ -358,7 +373,7 @@ class HotLayer:
 
         # redis-py types the callable as returning None; with value_from_callable it may not.
         run = cast(Callable[..., int], self.client.transaction)
-        return run(transaction, *item_keys, value_from_callable=True)
+        return run(transaction, *item_keys, *fenced, value_from_callable=True)
 
     def _sweep_indexes(self, desired: dict[str, HotItem]) -> int:
         """Drop index entries no desired item accounts for (left by a crash mid-rebuild or a

@@ -26,12 +26,15 @@ log = structlog.get_logger("mnemod.hot")
 
 
 class HotSync:
-    def __init__(self, client: redis.Redis, keys: Keys, clock: Clock) -> None:
-        """Settings are read from the engine's config, which SIGHUP may replace."""
+    def __init__(
+        self, client: redis.Redis, keys: Keys, clock: Clock, owner: str | None = None
+    ) -> None:
+        """Settings are read from the engine's config, which SIGHUP may replace. `owner`:
+        the leader's lease id, which fences each batch's write (redisio.hot_layer)."""
         self.client = client
         self.keys = keys
         self.clock = clock
-        self.layer = HotLayer(client, keys)
+        self.layer = HotLayer(client, keys, owner=owner)
         self.scores: dict[str, float] = {}  # L3 ids in Redis → their score
         self._heap: list[tuple[float, str]] = []
 

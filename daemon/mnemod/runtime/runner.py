@@ -339,7 +339,7 @@ class NamespaceRunner:
             feed = ChangeFeed(client, keys, host.owner, lease.ttl_ms)
             publisher = FeedPublisher(feed, engine, config.daemon.feed_max_len)
             publisher.take_over()  # the files at the committed position before anything else
-            hot = HotSync(client, keys, clock)
+            hot = HotSync(client, keys, clock, owner=host.owner)
             rpc = RpcServer(engine, client, keys, clock, metrics)
             stack.callback(rpc.close)
             writer = Writer(engine, client, keys, config, clock, hot, metrics, rpc)
