@@ -179,6 +179,11 @@ def test_a_copy_the_cli_wrote_while_another_daemon_led_is_set_aside_and_started_
     wait_until(lambda: ids(copy_dir) == {"x1", "x2"}, 15)  # the namespace's, without the stray
     (aside,) = (copy_dir / ".diverged").iterdir()
     assert any("stray" in e["content"] for e in index_entries(aside.parent, aside.name))
+    status = json.loads(run_cli(copy_dir, "status", "--redis-url", external.url, "--json").stdout)
+    assert status["namespaces"]["default"]["set_aside"] == [str(aside)]
+    doctor = json.loads(run_cli(copy_dir, "doctor", "--redis-url", external.url, "--json").stdout)
+    (warned,) = [c for c in doctor["checks"] if c["check"] == "set aside"]
+    assert warned["state"] == "warn" and str(aside) in warned["detail"]
     assert ids(leader_dir) == {"x1", "x2"}
     leader.kill9()
     leading([again], client)

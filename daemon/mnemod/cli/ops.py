@@ -116,6 +116,7 @@ def _namespace_status(ctx: Context, namespace: str, client: redis.Redis | None) 
             info["files"] = {"l3": len(snapshot.entries), "l3_by_type": by_type}
         except MnemodError as exc:
             info["files"] = {"error": str(exc)}
+    info["set_aside"] = [str(p) for p in paths.set_aside] or None
     if client is None:
         info["daemon"] = "not running (Redis unreachable)"
         return info
@@ -304,6 +305,10 @@ def _check_files(ctx: Context, namespace: str) -> list[Check]:
             "l2", "fail" if broken else "ok", "; ".join(broken) or f"{len(folder.files())} file(s)"
         )
     )
+    aside = paths.set_aside
+    if aside:
+        detail = f"{len(aside)} copy(ies) set aside, newest {aside[-1]}: look, then remove"
+        checks.append(Check("set aside", "warn", detail))
     registry = L1Registry(ctx.l1_dir, ctx.config.limits)
     problems = registry.reload_all()
     checks.append(

@@ -1,6 +1,7 @@
 """Where a namespace's files live.
 
-`<data>/<namespace>/{log/, l2/, l3/index.json, l3/archive.jsonl, history.jsonl, .lock}`
+`<data>/<namespace>/{log/, l2/, l3/index.json, l3/archive.jsonl, history.jsonl, .lock}`, and
+`<data>/.diverged/<namespace>-<time>/`: copies a follower set aside.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from mnemod.errors import InvalidInputError
 
 NAMESPACE_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 DEFAULT_NAMESPACE = "default"
+ASIDE_FOLDER = ".diverged"  # under the data folder: not a namespace (names start alnum)
 
 
 def default_data_dir(environ: dict[str, str] | None = None) -> Path:
@@ -65,6 +67,17 @@ class NamespacePaths:
     @property
     def lock(self) -> Path:
         return self.root / ".lock"
+
+    @property
+    def set_aside(self) -> list[Path]:
+        """The copies of this namespace set aside (oldest first; store.replica): kept for
+        a person to look at and remove (`mnemod doctor` warns of them, `status` lists them)."""
+        pattern = re.compile(rf"{re.escape(self.namespace)}-\d{{8}}T\d{{12}}Z")
+        try:
+            found = [p for p in (self.data_dir / ASIDE_FOLDER).iterdir() if p.is_dir()]
+        except FileNotFoundError:
+            return []
+        return sorted(p for p in found if pattern.fullmatch(p.name))
 
 
 def list_namespaces(data_dir: Path) -> list[str]:

@@ -24,11 +24,10 @@ import structlog
 from mnemod.files.atomic import atomic_write_bytes, fsync_dir
 from mnemod.files.change_log import CorruptLogError, decode_record
 from mnemod.store.engine import Engine
-from mnemod.store.paths import NamespacePaths
+from mnemod.store.paths import ASIDE_FOLDER, NamespacePaths
 from mnemod.store.recovery import apply_record
 
 log = structlog.get_logger("mnemod.replica")
-ASIDE_FOLDER = ".diverged"  # under the data folder: not a namespace (names start alnum)
 FOLDER_ID = ".folder-id"
 
 
