@@ -175,14 +175,17 @@ def test_the_lookup_finds_the_brute_force_best_match_on_add() -> None:
 
                 verdict = compare(Side.of(probe), Side.of(e), config, PairWeights(holding, 299))
                 if verdict.merges:
-                    passing.append(verdict.score)
-            best = max(passing, default=None)
+                    passing.append((verdict.score, e.id))
+            best = max((score for score, _ in passing), default=None)
             for lookup in lookups:
                 found = lookup.similar(probe, stored, config)
                 if best is None:
                     assert found is None
                 else:
                     assert found is not None and round(found[1], 9) == round(best, 9)
+                    # the best-scoring entry, the lowest id of those that tie
+                    tied = sorted(i for score, i in passing if abs(score - best) < 1e-9)
+                    assert found[0].id in tied[: 1 if len(tied) == 1 else None]
 
 
 WORDS = st.frozensets(st.sampled_from([f"w{i}" for i in range(12)]), min_size=1)

@@ -27,6 +27,7 @@ from mnemod.domain.dedup import (
     compare,
     jaccard_floor,
     rare_first,
+    unworded_score,
 )
 from mnemod.domain.model import Entry
 
@@ -131,7 +132,9 @@ class Lookup:
         # than `entry` is not compared
         length, bound = entry.tokens, config.threshold - 1e-9
         probe = Side(mine, entry.content, length)
-        best_id, best_score = "", -1.0
+        # each candidate's score before the wording penalty bounds its score: they are
+        # judged best bound first, until no bound left can reach the best score found
+        bounded: list[tuple[float, str, Side]] = []
         for other_id in self._floor_passing(
             self._candidates(kind, ordered, threshold), mine, threshold
         ):
@@ -139,13 +142,22 @@ class Lookup:
                 continue
             listed = sets[other_id]
             shared = len(mine.intersection(listed))
-            if shared / (size + len(listed) - shared) < threshold - 1e-9:
+            plain = shared / (size + len(listed) - shared)
+            if plain < threshold - 1e-9:
                 continue
             other = entries[other_id]
             longer = max(length, other.tokens)
             if longer and min(length, other.tokens) < bound * longer:
                 continue
             side = Side(frozenset(listed), other.content, other.tokens)
+            most = unworded_score(probe, side, plain, weights)
+            if most >= bound:
+                bounded.append((-most, other_id, side))
+        bounded.sort()
+        best_id, best_score = "", -1.0
+        for most, other_id, side in bounded:
+            if -most < best_score:
+                break  # every one left scores below the best: ties cannot reach it either
             verdict = compare(probe, side, config, weights)
             score = verdict.score
             if verdict.merges and (
