@@ -6,7 +6,8 @@ batch (XACK) in a bare loop: what every durable ingest pays, with no parsing, de
 keywords, token counting, index or hot layer. Then `mnemod run` ingests the same number of
 adds into an empty store (bench/scale.py's ingest: agents XADD in pipelines, events/s until
 the last is acknowledged). The ratio says how far above the floor the daemon runs on this
-machine, which a target in events/s alone cannot.
+machine, which a target in events/s alone cannot; the CPU seconds per 1,000 events (the
+floor's loop, the daemon's process) say it too where other work shares the machine.
 
 The floor of one durable `Store.add` (a change-log record appended and fsynced) is timed
 too: `--appends` appends of a record of the size an add writes, each with its fsync, p50
@@ -68,6 +69,7 @@ def floor(folder: Path, contents: list[str], agents: int, batch: int) -> dict[st
         total, batches = share * agents, 0
         log = folder / "floor.jsonl"
         with log.open("ab") as handle:
+            cpu = time.process_time()
             started = time.perf_counter()
             go.set()
             done = 0
@@ -82,12 +84,13 @@ def floor(folder: Path, contents: list[str], agents: int, batch: int) -> dict[st
                     done += len(ids)
                     batches += 1
             seconds = time.perf_counter() - started
+            cpu = time.process_time() - cpu
         for proc in procs:
             proc.join(timeout=30)
     finally:
         server.stop()
     return {"events": total, "seconds": round(seconds, 2), "events_per_s": round(total / seconds),
-            "batches": batches}  # fmt: skip
+            "cpu_s_per_1000": round(1000 * cpu / total, 3), "batches": batches}  # fmt: skip
 
 
 def append_floor(folder: Path, count: int, size: int = 1200) -> dict[str, Any]:
@@ -124,16 +127,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         (base / "daemon").mkdir()
         daemon = scale.ingest(base / "daemon", iter(contents), args.events, args.agents)
     ratio = scale.ratio(bare["events_per_s"], daemon["events_per_s"])
+    cpu_ratio = scale.ratio(daemon["cpu_s_per_1000"], bare["cpu_s_per_1000"])
     print(f"durable ingest into an empty store, {args.events} adds by {args.agents} agent(s), "
           f"batches of {batch}; corpus: {label}; {os.cpu_count()} CPUs")  # fmt: skip
     rows = [("floor: XREADGROUP, append, fsync, XACK", bare), ("mnemod run", daemon)]
-    print(f"{'':<40}{'events/s':>10}{'batches':>10}")
+    print(f"{'':<40}{'events/s':>10}{'CPU s/1000':>12}{'batches':>10}")
     for title, row in rows:
-        print(f"{title:<40}{row['events_per_s']:>10}{row['batches']:>10}")
-    print(f"floor / mnemod: {ratio}")
+        print(
+            f"{title:<40}{row['events_per_s']:>10}{row['cpu_s_per_1000']:>12}{row['batches']:>10}"
+        )
+    print(f"floor / mnemod: {ratio} in events/s, {cpu_ratio} in CPU an event")
     print(f"append + fsync of one add's record: p50 {appends['p50']} ms, p99 {appends['p99']} ms")
     write_results(args.out, {"corpus": label, "batch_size": batch, "floor": bare,
                              "daemon": daemon, "floor_vs_daemon": ratio,
+                             "daemon_vs_floor_cpu": cpu_ratio,
                              "append_fsync_ms": appends})  # fmt: skip
     return 0
 

@@ -24,9 +24,10 @@ synthetic sentences without the data file) is built once through `Store.add` ins
   (checkpoints fall due as the log grows): latency and the longest gap between two answers
   in each phase, the jobs seen to finish, and the longest stretch of each kind the writer
   logged as `writer.stalled` (over 50 ms; wall and the writer's own CPU);
-- durable ingest (on fresh copies of the built store, and of an empty one): `--events`
-  adds XADDed in pipelines by 1 and by 8 agent processes, events/s from the first XADD until
-  the last is acknowledged, and how fast the agents could XADD;
+- durable ingest (on fresh copies of the built store, and of an empty one, once the daemon
+  built what its open left for later): `--events` adds XADDed in pipelines by 1 and by 8
+  agent processes, events/s from the first XADD until the last is acknowledged, the
+  daemon's CPU seconds per 1,000 events meanwhile, and how fast the agents could XADD;
 - GC, at sizes up to `--gc-max`: the plan alone (`domain.gc.plan_gc`, from scratch), the
   exhaustive pass GC made before the index (up to `--exhaustive-max`), `engine.gc()` from
   scratch and again after 1,000 more memories (engine and plan); beyond, extrapolated from
@@ -40,7 +41,8 @@ store (ingest, RSS), 1 agent (8 agents), idle RPC resolve (resolve during GC). T
 average is printed: on a shared machine every wall time stretches.
 
     python bench/scale.py [--sizes 1000,10000,100000] [--quick] [--adds 200] [--events 5000]
-        [--gc-max 10000] [--exhaustive-max 10000] [--window 10] [--only all|maintenance]
+        [--gc-max 10000] [--exhaustive-max 10000] [--window 10]
+        [--only all|maintenance|ingest]
         [--profile] [--out bench/results/scale.json]
 """
 
@@ -336,6 +338,8 @@ def ingest(
     are acknowledged (the daemon under cProfile, writing to `profile`, when given)."""
     with daemon(folder, profile) as running:
         row: dict[str, Any] = {"agents": agents, "events": events, "start_s": running.start_s}
+        # what an open leaves for later is built first: the ingest of a daemon that runs
+        row["warm_s"] = running.warmed(600.0)
         context = multiprocessing.get_context("fork")
         go, out = context.Event(), context.Queue()
         share = events // agents
@@ -349,6 +353,7 @@ def ingest(
             proc.start()
         time.sleep(0.5)  # the agents have prepared their events
         client = connect(running.url, socket_timeout=60.0)
+        cpu_before = cpu_seconds(running.proc.pid)
         started = time.time()
         go.set()
         finished = [out.get(timeout=600) for _ in procs]
@@ -361,6 +366,7 @@ def ingest(
                 break
             time.sleep(0.002)
         seconds = time.time() - started
+        cpu = cpu_seconds(running.proc.pid) - cpu_before
         for proc in procs:
             proc.join(timeout=30)
         batches = running.events("events.batch")
@@ -368,6 +374,7 @@ def ingest(
             events=share * agents,
             seconds=round(seconds, 2),
             events_per_s=round(share * agents / seconds),
+            cpu_s_per_1000=round(1000 * cpu / (share * agents), 3),
             xadd_per_s=round(share * agents / xadd_s),
             batches=len(batches),
             rss_after_mb=running.memory()["rss_mb"],
@@ -656,12 +663,7 @@ def run_size(size: int, base: Path, turns: list[str], prompts: list[str],
         row["cli_daemon"] = cli_reads(folder, row["probe_id"], args.cli_tries)
         log(f"{size}: daemon start {row['start_s']} s, rss {row['rss_mb']} MB")
     maintenance(row, size, pristine, base, source, prompts, args)
-    row["ingest"] = []
-    for agents in (1, 8):
-        copy = copy_store(pristine, base / f"n{size}-ingest{agents}")
-        row["ingest"].append(ingest(copy, source, args.events, agents))
-        shutil.rmtree(copy)
-        log(f"{size}: ingest {agents} agents {row['ingest'][-1]['events_per_s']}/s")
+    ingest_runs(row, size, pristine, base, source, args)
     if args.profile and size == args.largest:  # an extra run: the profiler slows it
         copy = copy_store(pristine, base / f"n{size}-profiled")
         out = base / "daemon.prof"
@@ -695,22 +697,44 @@ def maintenance_only(size: int, base: Path, turns: list[str], prompts: list[str]
     return row
 
 
+def ingest_only(size: int, base: Path, turns: list[str], prompts: list[str],
+                args: argparse.Namespace) -> dict[str, Any]:  # fmt: skip
+    """XADD->visible and durable ingest alone, on a store of `size`."""
+    source, folder, row = built(size, base, turns)
+    with daemon(copy_store(folder, base / f"n{size}-visible")) as running:
+        row["warm_s"] = running.warmed(args.warm_timeout)
+        row["visible"] = xadd_visible(running.url, source, args.visible, args.visible_rate)
+    shutil.rmtree(base / f"n{size}-visible")
+    ingest_runs(row, size, folder, base, source, args)
+    shutil.rmtree(folder)
+    return row
+
+
+def ingest_runs(row: dict[str, Any], size: int, pristine: Path, base: Path,
+                source: Iterator[str], args: argparse.Namespace) -> None:  # fmt: skip
+    """Durable ingest by 1 and by 8 agents, each on a fresh copy of `pristine`."""
+    row["ingest"] = []
+    for agents in (1, 8):
+        copy = copy_store(pristine, base / f"n{size}-ingest{agents}")
+        row["ingest"].append(ingest(copy, source, args.events, agents))
+        shutil.rmtree(copy)
+        last = row["ingest"][-1]
+        log(f"{size}: ingest {agents} agents {last['events_per_s']}/s, "
+            f"{last['cpu_s_per_1000']} CPU s/1000")  # fmt: skip
+
+
 def empty_baseline(base: Path, turns: list[str], args: argparse.Namespace) -> dict[str, Any]:
     """The empty store: daemon start-up and memory, ingest with 1 and 8 agents."""
     source = speed.memories(turns, random.Random(0))
-    row: dict[str, Any] = {"entries": 0, "ingest": []}
+    row: dict[str, Any] = {"entries": 0}
     folder = base / "empty"
     folder.mkdir()
     with daemon(folder) as running:
         row["start_s"] = round(running.start_s, 2)
         time.sleep(args.settle)
         row.update(running.memory())
+    ingest_runs(row, 0, folder, base, source, args)
     shutil.rmtree(folder)
-    for agents in (1, 8):
-        folder.mkdir()
-        row["ingest"].append(ingest(folder, source, args.events, agents))
-        shutil.rmtree(folder)
-        log(f"0: ingest {agents} agents {row['ingest'][-1]['events_per_s']}/s")
     return row
 
 
@@ -749,13 +773,13 @@ def derive(rows: list[dict[str, Any]], sizes: Sequence[int]) -> dict[str, Any]:
 
 def ingest_ratios(rows: list[dict[str, Any]]) -> None:
     empty, measured = rows[0], rows[1:]
-    first_add = measured[0]["add_ms"]["p50"] if measured else float("nan")
+    first_add = measured[0]["add_ms"]["p50"] if measured and "add_ms" in measured[0] else math.nan
     for row in rows:
         one, eight = row["ingest"]
         eight["vs_1_agent"] = ratio(eight["events_per_s"], one["events_per_s"])
         for mine, base in zip(row["ingest"], empty["ingest"], strict=True):
             mine["vs_empty"] = ratio(mine["events_per_s"], base["events_per_s"])
-        if row["entries"]:
+        if row["entries"] and "add_ms" in row:  # the library's rows (not with --only ingest)
             row["add_vs_smallest"] = ratio(row["add_ms"]["p50"], first_add)
             above = row["rss_mb"] - empty["rss_mb"]
             row["rss_per_entry_kb"] = round(above * 1024 / row["entries"], 2)
@@ -826,9 +850,11 @@ def table(rows: list[dict[str, Any]], extrapolated: dict[str, Any]) -> str:
         ("  RSS above empty KB/entry", "rss_per_entry_kb"),
         ("redis-server RSS MB", "redis_mb"),
         ("ingest 1 agent ev/s", "ingest.0.events_per_s"),
+        ("  daemon CPU s/1000 events", "ingest.0.cpu_s_per_1000"),
         ("  vs empty store", "ingest.0.vs_empty"),
         ("  agent XADD ev/s", "ingest.0.xadd_per_s"),
         ("ingest 8 agents ev/s", "ingest.1.events_per_s"),
+        ("  daemon CPU s/1000 events", "ingest.1.cpu_s_per_1000"),
         ("  vs empty store", "ingest.1.vs_empty"),
         ("  vs 1 agent", "ingest.1.vs_1_agent"),
         ("  agents XADD ev/s", "ingest.1.xadd_per_s"),
@@ -892,8 +918,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--window", type=float, default=10.0, help="s of adds with jobs")
     parser.add_argument(
-        "--only", choices=("all", "maintenance"), default="all",
-        help="maintenance: only the stalls during maintenance and the GC times",
+        "--only", choices=("all", "maintenance", "ingest"), default="all",
+        help="maintenance: only the stalls during maintenance and the GC times; ingest: only "
+        "XADD->visible and durable ingest (with the empty store's)",
     )  # fmt: skip
     parser.add_argument("--settle", type=float, default=1.0, help="s after start-up, for RSS")
     parser.add_argument("--queries", type=int, default=60, help="distinct resolve prompts")
@@ -917,9 +944,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     load = os.getloadavg()  # a loaded machine stretches every wall time
     with tempfile.TemporaryDirectory(prefix="mnemod-scale-") as name:
         base = Path(name)
-        rows = [empty_baseline(base, turns, args)] if args.only == "all" else []
+        rows = [empty_baseline(base, turns, args)] if args.only != "maintenance" else []
+        run = {"all": run_size, "maintenance": maintenance_only, "ingest": ingest_only}[args.only]
         for size in sizes:
-            run = run_size if args.only == "all" else maintenance_only
             rows.append(run(size, base, turns, prompts, args))
             # what is measured so far, in case a larger size does not finish
             write_results(args.out, {"corpus": label, "partial": True, "sizes": rows})

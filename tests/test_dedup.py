@@ -175,14 +175,17 @@ def test_the_lookup_finds_the_brute_force_best_match_on_add() -> None:
 
                 verdict = compare(Side.of(probe), Side.of(e), config, PairWeights(holding, 299))
                 if verdict.merges:
-                    passing.append(verdict.score)
-            best = max(passing, default=None)
+                    passing.append((verdict.score, e.id))
+            best = max((score for score, _ in passing), default=None)
             for lookup in lookups:
                 found = lookup.similar(probe, stored, config)
                 if best is None:
                     assert found is None
                 else:
                     assert found is not None and round(found[1], 9) == round(best, 9)
+                    # the best-scoring entry, the lowest id of those that tie
+                    tied = sorted(i for score, i in passing if abs(score - best) < 1e-9)
+                    assert found[0].id in tied[: 1 if len(tied) == 1 else None]
 
 
 WORDS = st.frozensets(st.sampled_from([f"w{i}" for i in range(12)]), min_size=1)
@@ -273,3 +276,18 @@ def test_unspaced_near_duplicates_still_merge() -> None:
     b = side("使用者很喜歡喝烏龍茶，每天早上都會泡一壺")
     assert a.length >= 15  # long enough for the wording to count fully
     assert compare(a, b, DedupConfig()).merges
+
+
+@given(
+    st.lists(st.lists(st.sampled_from([f"E{i}" for i in range(12)]), unique=True), max_size=8),
+    st.integers(0, 9),
+)
+def test_the_ids_in_enough_postings_are_counted(postings: list[list[str]], needed: int) -> None:
+    """What the lookup's candidates are made of: the ids at least `needed` postings hold."""
+    from collections import Counter
+
+    from mnemod.store.lookup import _held_by_at_least
+
+    counted = Counter(i for ids in postings for i in ids)
+    expected = {i for i, n in counted.items() if n >= max(1, needed)}
+    assert _held_by_at_least(postings, needed) == expected

@@ -10,6 +10,7 @@ instead of waiting or patching constants.
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from dataclasses import dataclass, field
@@ -84,7 +85,11 @@ def parse_time(text: str, field_name: str = "time") -> datetime:
     return moment if moment.microsecond % 1000 == 0 else truncate(moment)
 
 
+@functools.lru_cache(maxsize=4096)
 def format_time(moment: datetime) -> str:
+    """ISO-8601 in UTC to the millisecond, `Z` for UTC. Cached: an add writes its one time
+    in several places (the change log, the hot layer, history) at about 2 µs each. Equal
+    times (aware ones compare as instants) give the same text."""
     if moment.tzinfo is not UTC:  # what this program makes is UTC already
         moment = moment.astimezone(UTC)
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")

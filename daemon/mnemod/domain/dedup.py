@@ -194,12 +194,7 @@ def compare(
 
     if plain < floor - 1e-9 or not union:
         return verdict(plain, "floor")
-    score = plain
-    if "idf" in techniques and weights is not None:
-        score = weights.jaccard(a.words, b.words)
-    if "balance" in techniques:
-        longer = max(a.length, b.length)
-        score *= min(a.length, b.length) / longer if longer > 0 else 1.0
+    score = unworded_score(a, b, plain, weights, techniques)
     contained = "containment" in techniques and (a.words <= b.words or b.words <= a.words)
     if score < threshold - 1e-9 and not contained:
         return verdict(score, "score")
@@ -212,6 +207,24 @@ def compare(
         if guard in techniques and _differ(guard, a.text, b.text):
             return verdict(score, guard)
     return verdict(score, None)
+
+
+def unworded_score(
+    a: Side,
+    b: Side,
+    plain: float,
+    weights: Weights | None = None,
+    techniques: Collection[str] = TECHNIQUES,
+) -> float:
+    """The score before the wording penalty (`plain`: the pair's keyword Jaccard), which
+    only lowers it: what `compare` scores at most."""
+    score = plain
+    if "idf" in techniques and weights is not None:
+        score = weights.jaccard(a.words, b.words)
+    if "balance" in techniques:
+        longer = max(a.length, b.length)
+        score *= min(a.length, b.length) / longer if longer > 0 else 1.0
+    return score
 
 
 def _differ(guard: str, a: str, b: str) -> bool:

@@ -24,6 +24,7 @@ _CJK_CHAR = re.compile(f"[{_CJK}]")
 _CJK_SPLIT = re.compile(f"([{_CJK}]+)")
 # distinct words whose terms are remembered (under 2 MB when full; the least recent go first)
 WORDS_CACHED = 1 << 14
+TEXTS_CACHED = 16  # see _terms
 
 STOPWORDS = frozenset(
     [
@@ -244,6 +245,17 @@ def unspaced(text: str) -> bool:
 
 def terms(text: str) -> list[str]:
     """Every content term of `text` in order, duplicates kept (for term frequencies)."""
+    return list(_terms(text))
+
+
+@functools.lru_cache(maxsize=TEXTS_CACHED)
+def _terms(text: str) -> tuple[str, ...]:
+    """Cached for the few texts just read: an add reads its text for its keywords, then at
+    once for resolve's index (domain.ranking.analyze), some 20 µs each time."""
+    return tuple(_scan(text))
+
+
+def _scan(text: str) -> list[str]:
     normalized = unicodedata.normalize("NFC", text).casefold().replace("’", "'")
     if _CJK_CHAR.search(normalized) is None:  # one scan of the text, not one per word
         return [term for term in map(term_of, _WORD.findall(normalized)) if term]
@@ -294,7 +306,7 @@ def term_of(word: str) -> str:
 
 def extract_keywords(text: str, limit: int = 64) -> list[str]:
     """Distinct terms in first-seen order, at most `limit`."""
-    return list(dict.fromkeys(terms(text)))[:limit]
+    return list(dict.fromkeys(_terms(text)))[:limit]
 
 
 def normalize_keywords(given: Iterable[str], limit: int = 64) -> list[str]:

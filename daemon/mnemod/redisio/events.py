@@ -11,6 +11,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from mnemod.config import Config
 from mnemod.domain.validation import NewEntry, check_update, new_entry_from_json
 from mnemod.errors import InvalidInputError
@@ -50,20 +52,9 @@ def parse_event(event_id: str, raw: dict[str, str], config: Config) -> Event:
     limit = config.limits.max_content_bytes * 2 + 16384
     if len(text) > limit:
         raise InvalidInputError("data", f"{len(text)} bytes, at most {limit}", where)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidInputError(
-            "data", f"not valid JSON ({exc.msg} at position {exc.pos})", where
-        ) from None
-    except RecursionError:
-        raise InvalidInputError("data", "nested too deeply", where) from None
+    data = _load(text, where)
     if not isinstance(data, dict):
         raise InvalidInputError("data", "must be a JSON object", where)
-    try:  # "\ud800" in the JSON: a lone surrogate no file or answer could hold
-        json.dumps(data, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidInputError("data", "holds a lone surrogate (\\ud800-\\udfff)", where) from None
     by = raw.get("by", "agent")
     if by not in ("agent", "cli"):
         by = "agent"
@@ -91,6 +82,31 @@ def parse_event(event_id: str, raw: dict[str, str], config: Config) -> Event:
     if not isinstance(selected, bool):
         raise InvalidInputError("selected", "must be true or false", where)
     return Event(event_id, op, target=target, by=by, times=times, selected=selected)
+
+
+def _load(text: str, where: str) -> Any:
+    """The JSON of `data`. orjson first (a third of the standard library's time); it refuses
+    what the standard library reads (NaN, a lone surrogate "\\ud800", nesting past 1,024)
+    as well as what it does not, so a refusal is read again by the standard library, which
+    decides: the same data, or the same error, as from it alone. orjson reads integers
+    beyond 64 bits as floats, which every field refuses as it refuses such integers."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidInputError(
+            "data", f"not valid JSON ({exc.msg} at position {exc.pos})", where
+        ) from None
+    except RecursionError:
+        raise InvalidInputError("data", "nested too deeply", where) from None
+    try:  # "\ud800" in the JSON: a lone surrogate no file or answer could hold
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInputError("data", "holds a lone surrogate (\\ud800-\\udfff)", where) from None
+    return data
 
 
 def stream_id_key(event_id: str) -> tuple[int, int]:

