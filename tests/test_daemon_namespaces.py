@@ -66,14 +66,17 @@ def test_one_daemon_serves_several_namespaces(daemons: DaemonFactory) -> None:
 
 def test_a_namespace_agents_start_writing_to_is_taken_up(daemons: DaemonFactory) -> None:
     data = daemons.data_dir()
+    run_cli(data, "add", "The user's dog is called Bao", "--namespace", "early")
     env = {"MNEMOD_DAEMON_DISCOVER_INTERVAL": "1s"}
     proc = daemons.daemon(data, namespace="*", env=env).start()
     url = proc.url_from_stdout()
     with Memory(url, namespace="fresh") as memory:
         memory.add("The user's cat is called Pixel", id="cat")  # the first write creates it
-        proc.wait_log("namespace.found", timeout=20)
+        proc.wait_log("namespace.found", at_least=2, timeout=20)
         memory.wait_applied(timeout=20)
     assert [e["id"] for e in index_entries(data, "fresh")] == ["cat"]
+    found = [e["namespace"] for e in proc.log_events() if e["event"] == "namespace.found"]
+    assert sorted(found) == ["early", "fresh"]  # at start-up, or once the agent wrote
     proc.signal(signal.SIGTERM)
     assert proc.wait_exit() == 0
 

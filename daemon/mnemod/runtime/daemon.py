@@ -143,6 +143,9 @@ class Daemon:
         of the process sees a writer; the process's own chores on a thread of their own."""
         static = [ns for ns in self.options.namespaces if ns != EVERY]
         found = self._discover() if self.discovering else []
+        for namespace in found:
+            if namespace not in static:
+                log.info("namespace.found", namespace=namespace)
         namespaces = list(dict.fromkeys([*static, *found]))
         for namespace in namespaces:
             self._add_runner(namespace)
