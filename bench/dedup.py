@@ -223,7 +223,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sweep.append({"threshold": threshold, **row["all"]})
         c = row["all"]
         mark = "  <- default" if threshold == config.threshold else ""
-        print(f"{threshold:>9.2f}  {c['precision']:.3f}/{c['recall']:.3f}/{c['f1']:.3f}{mark}")
+        print(f"{threshold:>9.3f}  {c['precision']:.3f}/{c['recall']:.3f}/{c['f1']:.3f}{mark}")
     cost = add_cost(pairs, corpus, config)
     old = add_cost(pairs, corpus, dataclasses.replace(config, threshold=0.55, floor=0.55))
     apart = add_cost(pairs, corpus, config, apart=True)

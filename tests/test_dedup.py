@@ -9,12 +9,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mnemod.config import DedupConfig
+from mnemod.domain import text_cues as cues
 from mnemod.domain.dedup import (
+    CLAUSE_UNREAD,
+    FIGURES_PENALTY,
     OPTIONAL_TECHNIQUES,
     TECHNIQUES,
     WORDING_CENTRE,
     PairWeights,
     Side,
+    aligned,
+    clause,
     compare,
     jaccard_floor,
     merge_groups,
@@ -291,3 +296,52 @@ def test_the_ids_in_enough_postings_are_counted(postings: list[list[str]], neede
     counted = Counter(i for ids in postings for i in ids)
     expected = {i for i, n in counted.items() if n >= max(1, needed)}
     assert _held_by_at_least(postings, needed) == expected
+
+
+def test_unshared_words_agreeing_in_their_first_letters_are_aligned() -> None:
+    """ "purchased" and "purchase" are one word for the score; a head two words of the other
+    text share is ambiguous and aligns nothing."""
+    a, b = frozenset({"park", "purchased", "land"}), frozenset({"park", "purchase", "land"})
+    assert aligned(a, b) == a
+    assert aligned(frozenset({"planted", "planning"}), frozenset({"plants"})) == {"planted"}
+    assert aligned(frozenset({"planted", "planter"}), frozenset({"plants"})) == {"plants"}
+    assert aligned(frozenset({"planted"}), frozenset({"planned", "dog"})) == {"planned", "dog"}
+    one = side("The park service purchased the land.")
+    other = side("The park service purchase land.")
+    lifted = compare(one, other, DedupConfig()).score
+    assert lifted > compare(one, other, DedupConfig(), techniques=TECHNIQUES - {"alignment"}).score
+
+
+def test_a_clause_said_by_one_text_only_costs_the_clause_penalty() -> None:
+    """The same sentence with a clause added passes the keywords, the lengths and the
+    wording; the run of words the shorter text has none of refuses it."""
+    text = "The city council approved the new budget for the public schools on Monday"
+    a, b = side(f"{text}."), side(f"{text}, though the mayor vowed a veto.")
+    assert cues.unshared_run(b.text, a.text, a.words) == 6
+    assert cues.unshared_run(a.text, b.text, b.words) == 0
+    assert clause(a, b) == clause(b, a) < 0
+    assert compare(a, b, DedupConfig(), techniques=TECHNIQUES - {"clauses"}).merges
+    verdict = compare(a, b, DedupConfig())
+    assert verdict.refused_by == "score" and verdict.clause == clause(a, b)
+    reworded = side("The weekly planning meetings were moved to Thursday morning.")
+    moved = side("The weekly planning meeting moved to Thursday mornings.")
+    # "were": a rewording, no clause
+    assert cues.unshared_run(reworded.text, moved.text, moved.words) <= 2
+
+
+def test_short_texts_are_held_to_the_bar_of_before_the_clause_penalty() -> None:
+    """Too few words to show a clause: the pair pays what the threshold was lowered by."""
+    a = side("The office wifi password rotates every month")
+    b = side("The office wifi password rotates each quarter now")
+    assert clause(a, b) == -CLAUSE_UNREAD
+    assert compare(a, b, DedupConfig(threshold=DedupConfig().threshold + CLAUSE_UNREAD),
+                   techniques=TECHNIQUES - {"clauses"}).refused_by == "score"  # fmt: skip
+    assert compare(a, b, DedupConfig()).refused_by == "score"
+
+
+def test_numbers_that_differ_cost_the_figures_penalty() -> None:
+    a = side("The backup server has 16 cores and 64 GB of memory in the rack.")
+    b = side("The backup server in the rack has 32 cores and 64 GB of memory.")
+    same = side("The backup server in the rack has 16 cores and 64 GB of memory.")
+    assert compare(a, b, DedupConfig()).figures == -FIGURES_PENALTY
+    assert compare(a, same, DedupConfig()).figures == 0.0

@@ -38,7 +38,7 @@ class TTLConfig:
 
 @dataclass(frozen=True)
 class DedupConfig:
-    threshold: float = 0.43  # the score (weighted, balanced Jaccard, wording) for one memory
+    threshold: float = 0.365  # the score (weighted, aligned, balanced Jaccard less penalties)
     floor: float = 0.45  # the plain keyword Jaccard every merge reaches (domain.dedup)
 
 

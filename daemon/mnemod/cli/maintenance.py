@@ -225,10 +225,12 @@ _GUARD_SAYS = {
 
 def _dedupe_line(row: dict[str, Any]) -> str:
     refused = row["refused_by"]
-    # the wording penalty within the score, when there is one
+    # the penalties within the score, when there are any
     score = f"score {row['score']:.3f}"
-    if row.get("wording"):
-        score += f" (wording {row['wording']:+.3f})"
+    penalties = [f"{name} {row[name]:+.3f}" for name in ("wording", "clause", "figures")
+                 if row.get(name)]  # fmt: skip
+    if penalties:
+        score += f" ({', '.join(penalties)})"
     if refused == "floor":
         why = f"jaccard {row['jaccard']:.3f} < floor {row['floor']:.2f}"
     elif refused == "score":

@@ -4,18 +4,33 @@ Two entries of the same type are one memory when (docs/design.md §1, "Dedup"):
 1. their keyword sets have Jaccard ≥ the floor (`jaccard_floor`): a plain set bound, so
    that candidates can be found with a prefix filter over the rarest words;
 2. their score reaches the threshold: the keyword Jaccard with rare words weighing more
-   (IDF over the rest of the store), times the balance of their lengths (a text that says
+   (IDF over the rest of the store), words of the two texts that agree in their first
+   `ALIGN_PREFIX` letters aligned as one ("purchased"/"purchase", "opened"/"opens": a light
+   stemmer for the score alone), times the balance of their lengths (a text that says
    much more than the other is another memory, not the same one in other words), less
-   the wording penalty (`wording`). Half of the overlap of their words cut to four letters
-   (stopwords too) less the overlap of their pairs of consecutive keywords, capped at
-   `WORDING_CAP`, is what their wording shares beyond copied runs: the same words
-   inflected ("planned"/"plans") and the same phrasing, a paraphrase's mark. Runs copied
-   word for word beside a reworded rest mark one sentence with a clause added or cut,
-   which says something else: the penalty is how far that term falls short of
-   `WORDING_CENTRE` (about what a paraphrase reaches). It only ever lowers the score, so
-   the candidates' bounds stay those of the score without it. A few words have no
-   phrasing to read: it counts fully from `WORDING_TOKENS[1]` tokens (the shorter text),
-   not at all up to `WORDING_TOKENS[0]`;
+   three penalties, read only for what would merge without them:
+   - the wording penalty (`wording`). Half of the overlap of their words cut to four letters
+     (stopwords too) less the overlap of their pairs of consecutive keywords, capped at
+     `WORDING_CAP`, is what their wording shares beyond copied runs: the same words
+     inflected ("planned"/"plans") and the same phrasing, a paraphrase's mark. Runs copied
+     word for word beside a reworded rest mark one sentence with a clause added or cut,
+     which says something else: the penalty is how far that term falls short of
+     `WORDING_CENTRE` (about what a paraphrase reaches). A few words have no phrasing to
+     read: it counts fully from `WORDING_TOKENS[1]` tokens (the shorter text), not at all
+     up to `WORDING_TOKENS[0]`;
+   - the clause penalty: `CLAUSE_PENALTY` for each word beyond `CLAUSE_FREE` of the
+     longest run of one text's words that holds no keyword of the other (text_cues.
+     unshared_run): a clause one says and the other does not ("…, and the mayor vetoed
+     it"), where a paraphrase's unshared words are scattered rewordings. A pair too short
+     to show one fully (the shorter text under `WORDING_TOKENS[1]` tokens) pays at least
+     `CLAUSE_UNREAD`, what the threshold was lowered by for the penalty: short texts are
+     held to the bar of before (a few words differing in one is a change, "rotates every
+     month" then "each quarter now");
+   - the figures penalty, `FIGURES_PENALTY`, when their numbers differ (one has a figure
+     the other lacks: a changed or an added amount).
+   They only ever lower the score, and the weighted, aligned Jaccard is at most 1, so the
+   score is at most the balance and the candidates' bounds stay those of the score
+   without them;
 3. no guard refuses: one text negates and the other does not.
 Each step only refuses more than the one before, so every merge passes the floor.
 
@@ -41,13 +56,18 @@ from mnemod.domain.model import Entry
 
 # What decides a merge by default; the others are measured (bench/dedup.py) and left out
 # because they refused more true duplicates than false ones.
-TECHNIQUES = frozenset({"idf", "balance", "wording", "negation"})
+TECHNIQUES = frozenset({"idf", "alignment", "balance", "wording", "clauses", "figures", "negation"})
 OPTIONAL_TECHNIQUES = frozenset({"containment", "numbers", "days", "names"})
 GUARDS = ("negation", "numbers", "days", "names")
 # the wording term (see the module doc and `wording`)
 WORDING_CAP = 0.2
 WORDING_CENTRE = 0.1
 WORDING_TOKENS = (5, 15)  # the shorter text's length at which it starts and fully counts
+ALIGN_PREFIX = 5  # letters two unshared keywords agree in to be aligned as one word
+CLAUSE_FREE = 3  # words of an unshared run that cost nothing …
+CLAUSE_PENALTY = 0.03  # … and what each further word costs
+CLAUSE_UNREAD = 0.065  # what a pair too short to show a clause pays at least (see `clause`)
+FIGURES_PENALTY = 0.03  # the numbers of the two texts differ
 
 
 @dataclass(frozen=True)
@@ -60,13 +80,49 @@ class Candidate:
 def wording(a: Side, b: Side) -> float:
     """The wording penalty of the score (see the module doc), in [-WORDING_CENTRE - 1/2,
     0]; 0 when the shorter text is too short to read it."""
-    start, full = WORDING_TOKENS
-    share = min(1.0, (min(a.length, b.length) - start) / (full - start))
+    share = _share(a, b)
     if share <= 0:
         return 0.0
     left, right = cues.shingles(a.text), cues.shingles(b.text)
     term = cues.overlap(left.prefixes, right.prefixes) - cues.overlap(left.pairs, right.pairs)
     return min(0.0, share * (min(WORDING_CAP, term / 2) - WORDING_CENTRE))
+
+
+def aligned(a: frozenset[str], b: frozenset[str]) -> frozenset[str]:
+    """`b` with each word it does not share with `a` renamed to the one unshared word of
+    `a` that agrees with it in its first `ALIGN_PREFIX` letters (when exactly one does)."""
+    theirs = b - a
+    if not theirs:
+        return b
+    heads: dict[str, str | None] = {}
+    for word in a - b:
+        if len(word) >= ALIGN_PREFIX:
+            head = word[:ALIGN_PREFIX]
+            heads[head] = None if head in heads else word
+    if not heads:
+        return b
+    renamed = {w: heads.get(w[:ALIGN_PREFIX]) for w in theirs if len(w) >= ALIGN_PREFIX}
+    found = {w: to for w, to in renamed.items() if to is not None}
+    if not found:
+        return b
+    return frozenset(found.get(w, w) for w in b)
+
+
+def _share(a: Side, b: Side) -> float:
+    """How fully a penalty read from the phrasing counts: 0 up to `WORDING_TOKENS[0]`
+    tokens of the shorter text, 1 from `WORDING_TOKENS[1]`."""
+    start, full = WORDING_TOKENS
+    return max(0.0, min(1.0, (min(a.length, b.length) - start) / (full - start)))
+
+
+def clause(a: Side, b: Side) -> float:
+    """The clause penalty (see the module doc), ≤ 0: at least `CLAUSE_UNREAD` when the
+    shorter text is too short to show a clause fully."""
+    run = max(
+        cues.unshared_run(a.text, b.text, b.words), cues.unshared_run(b.text, a.text, a.words)
+    )
+    read = -CLAUSE_PENALTY * (run - CLAUSE_FREE) if run > CLAUSE_FREE else 0.0
+    return min(read, -CLAUSE_UNREAD) if _share(a, b) < 1.0 else read
 
 
 def jaccard_floor(config: DedupConfig) -> float:
@@ -98,6 +154,8 @@ class Similarity(NamedTuple):
     threshold: float
     refused_by: str | None
     wording: float = 0.0  # the wording penalty within `score` (0 when it was not read)
+    clause: float = 0.0  # the clause penalty within `score` (likewise)
+    figures: float = 0.0  # the figures penalty within `score` (likewise)
 
     @property
     def merges(self) -> bool:
@@ -112,6 +170,8 @@ class Similarity(NamedTuple):
             "merges": self.merges,
             "refused_by": self.refused_by,
             "wording": round(self.wording, 3),
+            "clause": round(self.clause, 3),
+            "figures": round(self.figures, 3),
         }
 
 
@@ -187,22 +247,25 @@ def compare(
     union = len(a.words) + len(b.words) - len(shared)
     plain = len(shared) / union if union else 0.0
 
-    term = 0.0
+    terms = dict.fromkeys(("wording", "clauses", "figures"), 0.0)  # the penalties, once read
 
     def verdict(score: float, refused_by: str | None) -> Similarity:
-        return Similarity(plain, score, floor, threshold, refused_by, term)
+        read = terms.values()
+        return Similarity(plain, score, floor, threshold, refused_by, *read)
 
     if plain < floor - 1e-9 or not union:
         return verdict(plain, "floor")
     score = unworded_score(a, b, plain, weights, techniques)
     contained = "containment" in techniques and (a.words <= b.words or b.words <= a.words)
-    if score < threshold - 1e-9 and not contained:
-        return verdict(score, "score")
-    if "wording" in techniques:  # read only for what would merge without it
-        term = wording(a, b)
-        score += term
+    # the penalties, read only for what would merge without them
+    for name, penalty in _PENALTIES:
         if score < threshold - 1e-9 and not contained:
             return verdict(score, "score")
+        if name in techniques:
+            terms[name] = penalty(a, b)
+            score += terms[name]
+    if score < threshold - 1e-9 and not contained:
+        return verdict(score, "score")
     for guard in GUARDS:
         if guard in techniques and _differ(guard, a.text, b.text):
             return verdict(score, guard)
@@ -216,15 +279,29 @@ def unworded_score(
     weights: Weights | None = None,
     techniques: Collection[str] = TECHNIQUES,
 ) -> float:
-    """The score before the wording penalty (`plain`: the pair's keyword Jaccard), which
-    only lowers it: what `compare` scores at most."""
-    score = plain
+    """The score before the penalties (`plain`: the pair's keyword Jaccard), which only
+    lower it: what `compare` scores at most."""
+    theirs = aligned(a.words, b.words) if "alignment" in techniques else b.words
     if "idf" in techniques and weights is not None:
-        score = weights.jaccard(a.words, b.words)
+        score = weights.jaccard(a.words, theirs)
+    else:
+        score = plain if theirs is b.words else cues.overlap(a.words, theirs)
     if "balance" in techniques:
         longer = max(a.length, b.length)
         score *= min(a.length, b.length) / longer if longer > 0 else 1.0
     return score
+
+
+def _figures(a: Side, b: Side) -> float:
+    return -FIGURES_PENALTY if cues.numbers(a.text) != cues.numbers(b.text) else 0.0
+
+
+# the penalties in the order they are read (the cheapest to read last is the dearest)
+_PENALTIES: tuple[tuple[str, Callable[[Side, Side], float]], ...] = (
+    ("wording", wording),
+    ("figures", _figures),
+    ("clauses", clause),
+)
 
 
 def _differ(guard: str, a: str, b: str) -> bool:

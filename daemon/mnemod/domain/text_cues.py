@@ -70,8 +70,10 @@ def word_count(text: str) -> int:
     return len(_WORD.findall(text))
 
 
+@functools.lru_cache(maxsize=4096)
 def numbers(text: str) -> frozenset[str]:
-    """Numbers as written, thousands separators dropped ("10,000" is "10000")."""
+    """Numbers as written, thousands separators dropped ("10,000" is "10000"). Cached as
+    `negated` is."""
     return frozenset(n.replace(",", "") for n in _NUMBER.findall(text))
 
 
@@ -114,10 +116,13 @@ def replaced(older: frozenset[str], newer: frozenset[str]) -> bool:
 class Shingles(NamedTuple):
     """How a text is worded: the first `PREFIX` letters of each of its words (stopwords
     too, casefolded: "planned" meets "plans", and the little words of a phrasing count),
-    and the pairs of its consecutive keywords (what it copies word for word, in order)."""
+    and the pairs of its consecutive keywords (what it copies word for word, in order);
+    and each word's term in order ("" for a stopword; none for unspaced text), for
+    `unshared_run`."""
 
     prefixes: frozenset[str]
     pairs: frozenset[tuple[str, str]]
+    terms: tuple[str, ...] = ()
 
 
 @functools.lru_cache(maxsize=512)
@@ -128,8 +133,28 @@ def shingles(text: str) -> Shingles:
     if unspaced(text):  # a run of CJK is one "word": its character pairs stand for it
         kept = terms(text)
         return Shingles(frozenset(kept), frozenset(pairwise(kept)))
-    kept = list(filter(None, map(term_of, found)))
-    return Shingles(frozenset(map(_HEAD, found)), frozenset(pairwise(kept)))
+    each = tuple(map(term_of, found))
+    kept = list(filter(None, each))
+    return Shingles(frozenset(map(_HEAD, found)), frozenset(pairwise(kept)), each)
+
+
+def unshared_run(text: str, other: str, keywords: frozenset[str]) -> int:
+    """The longest run of the text's words (stopwords too) in which no keyword is one of
+    the `other` text's `keywords`, nor begins as one of its words does (their first
+    `PREFIX` letters), and some word is a keyword: a clause the other text does not have.
+    0 for unspaced text (CJK), whose "words" are whole runs of characters."""
+    heads = shingles(other).prefixes
+    best = run = 0
+    content = False
+    for term in shingles(text).terms:
+        if term and (term in keywords or _HEAD(term) in heads):
+            run, content = 0, False
+            continue
+        run += 1
+        content = content or bool(term)
+        if content and run > best:
+            best = run
+    return best
 
 
 def overlap(a: frozenset[object], b: frozenset[object]) -> float:
