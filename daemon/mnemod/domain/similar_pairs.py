@@ -466,6 +466,7 @@ def floor_passing(
 
 Found = tuple[dict[str, dict[str, float]], set[tuple[str, str]]]
 STEP_ENTRIES = 4  # changed entries looked from between two yields of `finding_pairs`
+SCAN_STEP = 5000  # changed ids gathered between two yields, likewise
 
 
 def similar_pairs(
@@ -496,7 +497,10 @@ def finding_pairs(
     dropped) take no part. Pairs of two unchanged entries are never looked at (but for
     the pending ones), and one of two changed entries once."""
     held = index.held
-    changed_ids = {i for i in changes.ids if i in held}
+    changed_ids: set[str] = set()
+    for start in range(0, len(changes.ids), SCAN_STEP):  # every entry, from scratch
+        changed_ids.update(i for i in changes.ids[start : start + SCAN_STEP] if i in held)
+        yield
     # when every entry changed, a pair is looked for from its larger entry alone (from
     # both when they are the same size, and checked from the smaller id)
     everything = len(changed_ids) == len(held)
