@@ -26,6 +26,7 @@ from mnemod.domain.retention import retention_score
 from mnemod.domain.validation import NewEntry
 from mnemod.runtime import hot_refresh, maintenance
 from mnemod.runtime.commands import Command
+from mnemod.store import gc_run
 from mnemod.store.engine import Engine
 from mnemod.store.gc_run import GcRun
 from mnemod.store.recovery import read_committed
@@ -168,6 +169,7 @@ def collector_watched() -> Iterator[list[int]]:
     thresholds, was = gc.get_threshold(), gc.isenabled()
     gc.collect()
     gc.freeze()
+    gc.collect()  # over nothing: a full pass is due as soon as anything survives
     gc.set_threshold(50, 2, 2)
     gc.enable()
     gc.callbacks.append(seen)
@@ -202,6 +204,22 @@ def test_no_full_collection_runs_while_a_gc_is_in_progress(
         assert writer.job_results["gc"]["merged"] > 0
     assert during and 2 not in during  # young collections only
     assert gc.isenabled()  # as it was before the job
+
+
+def test_a_gc_in_one_go_makes_no_full_collection(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, collector_watched: list[int]
+) -> None:
+    """The library's and the CLI's GC: young collections between stretches of it, nothing
+    frozen (the caller's heap is its own), the collector as it was after."""
+    monkeypatch.setattr(gc_run, "YOUNG_EVERY", 0.0)  # a young collection after every step
+    for engine in stored(tmp_path, random.Random(7), 300):
+        collector_watched.clear()
+        frozen = gc.get_freeze_count()
+        report = engine.gc()
+        during = list(collector_watched)
+        assert gc.get_freeze_count() == frozen
+    assert report.merged > 0 and during and 2 not in during
+    assert gc.isenabled()
 
 
 def test_the_hot_refresh_in_slices_puts_the_best_scores_in_force(

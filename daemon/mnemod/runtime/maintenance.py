@@ -109,10 +109,9 @@ class Maintenance:
         """About `seconds` of the job in hand (every queued job to its end with None)."""
         self.last_run = self.engine.clock.monotonic()
         deadline = None if seconds is None else time.perf_counter() + seconds
-        if self.queue and self.collector is None:
-            self.collector = YoungOnly()
         while self.queue:
             job = self.queue[0]
+            collector = self.collector = self.collector or YoungOnly()
             if not job.ready:
                 job.ready = self.settle(None if deadline is None else SLICE_SECONDS)
                 if not job.ready:
@@ -128,7 +127,7 @@ class Maintenance:
             except BaseException:
                 self._release()
                 raise
-            YoungOnly.collect()
+            collector.collect()
             job.slices += 1
             job.longest_slice = max(job.longest_slice, time.perf_counter() - began)
             note_stall(f"{job.kind} slice", stall)

@@ -53,14 +53,18 @@ class YoungOnly:
 
     holding = 0  # how many are held now
 
-    def __init__(self) -> None:
-        self.was_enabled = gc.isenabled()
+    def __init__(self, freeze: bool = True) -> None:
+        """`freeze`: the daemon's (a library's caller keeps its own heap as it is: its
+        young generations are collected, nothing is frozen)."""
+        self.was_enabled, self.freeze = gc.isenabled(), freeze
         gc.disable()
         YoungOnly.holding += 1
 
-    @staticmethod
-    def collect() -> None:
-        freeze_young()
+    def collect(self) -> None:
+        if self.freeze:
+            freeze_young()
+        else:
+            gc.collect(1)
 
     def release(self) -> None:
         YoungOnly.holding -= 1
