@@ -7,10 +7,12 @@ not by timing)."""
 from __future__ import annotations
 
 import dataclasses
+import gc
 import random
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,6 +26,7 @@ from mnemod.domain.retention import retention_score
 from mnemod.domain.validation import NewEntry
 from mnemod.runtime import hot_refresh, maintenance
 from mnemod.runtime.commands import Command
+from mnemod.store import gc_run
 from mnemod.store.engine import Engine
 from mnemod.store.gc_run import GcRun
 from mnemod.store.recovery import read_committed
@@ -150,6 +153,73 @@ def test_requests_are_answered_and_events_applied_while_a_gc_is_in_progress(
         # each slice was committed through the change log as it was applied
         committed = read_committed(writer.engine.paths).entries
         assert len(committed) == len(writer.engine.entries) == 400 + 1 - expected
+
+
+@pytest.fixture
+def collector_watched() -> Iterator[list[int]]:
+    """The generation of every collection the cyclic collector makes, from a frozen heap
+    (the daemon freezes its own after start-up) with low thresholds, so that a full pass
+    comes soon; the collector as it was afterwards."""
+    generations: list[int] = []
+
+    def seen(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            generations.append(info["generation"])
+
+    thresholds, was = gc.get_threshold(), gc.isenabled()
+    gc.collect()
+    gc.freeze()
+    gc.collect()  # over nothing: a full pass is due as soon as anything survives
+    gc.set_threshold(50, 2, 2)
+    gc.enable()
+    gc.callbacks.append(seen)
+    try:
+        yield generations
+    finally:
+        gc.callbacks.remove(seen)
+        gc.set_threshold(*thresholds)
+        gc.unfreeze()
+        (gc.enable if was else gc.disable)()
+
+
+def test_no_full_collection_runs_while_a_gc_is_in_progress(
+    tmp_path: Path,
+    redis_client: RedisClient,
+    monkeypatch: pytest.MonkeyPatch,
+    collector_watched: list[int],
+) -> None:
+    """A full pass scans the GC's index and plan (at 100,000 entries, 100-150 ms of a
+    request's wait); the young generations are still collected after every slice."""
+    for _ in stored(tmp_path, random.Random(7), 300):
+        pass
+    monkeypatch.setattr(maintenance, "SLICE_SECONDS", 0.0)  # a slice is one step
+    with running_writer(tmp_path, redis_client) as writer:
+        while writer.engine.cold:  # the indexes built (then frozen) in idle slices first
+            writer.step(0)
+        writer.run_command(Command("gc"))
+        collector_watched.clear()
+        while writer.maintenance.busy:
+            writer.step(0)
+        during = list(collector_watched)
+        assert writer.job_results["gc"]["merged"] > 0
+    assert during and 2 not in during  # young collections only
+    assert gc.isenabled()  # as it was before the job
+
+
+def test_a_gc_in_one_go_makes_no_full_collection(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, collector_watched: list[int]
+) -> None:
+    """The library's and the CLI's GC: young collections between stretches of it, nothing
+    frozen (the caller's heap is its own), the collector as it was after."""
+    monkeypatch.setattr(gc_run, "YOUNG_EVERY", 0.0)  # a young collection after every step
+    for engine in stored(tmp_path, random.Random(7), 300):
+        collector_watched.clear()
+        frozen = gc.get_freeze_count()
+        report = engine.gc()
+        during = list(collector_watched)
+        assert gc.get_freeze_count() == frozen
+    assert report.merged > 0 and during and 2 not in during
+    assert gc.isenabled()
 
 
 def test_the_hot_refresh_in_slices_puts_the_best_scores_in_force(
