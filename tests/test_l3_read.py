@@ -37,7 +37,7 @@ def test_a_sliced_read_equals_a_whole_read(tmp_path: Path, monkeypatch: pytest.M
     path = tmp_path / "index.json"
     save_index(path, snapshot(500), T0)
     whole = l3_store._snapshot(path, json.loads(path.read_text()))
-    monkeypatch.setattr(l3_store._Slices.__init__, "__defaults__", (997,))  # many slices
+    monkeypatch.setattr(l3_store._Slices.__init__, "__defaults__", (997, None))  # many slices
     sliced = load_index(path)
     assert sliced.entries == whole.entries and len(sliced.entries) == 500
     assert (sliced.log_seq, sliced.l2, sliced.stats) == (whole.log_seq, whole.l2, whole.stats)
