@@ -124,10 +124,10 @@ class Stored:
         is where the first starts in the file being written, and `new` receives each
         entry's reference into it. Runs of entries that lie side by side in the source
         are read in one piece."""
-        if self.source is not None and not self.source.unchanged():
-            log.warning("index.source_changed", fd=self.source.fd)
-            self.pieces = [entry_json(e) for e in self.entries]
         source, pieces = self.source, self.pieces
+        if source is not None and not source.unchanged():
+            log.warning("index.source_changed", entries=len(pieces))
+            source, pieces = None, [entry_json(e) for e in self.entries]
         parts: list[bytes] = []
         size = 0
         run_start = run_end = -1  # a run of references read as one
