@@ -128,6 +128,7 @@ class ChangeLog:
         self._opened_path: Path | None = None
         # the last record's line (None: log empty), or where a long one lies in its segment
         self._last: bytes | tuple[Path, int, int] | None = None
+        self._last_crc: int | None = None
         self._open()
 
     # ---- reading ---------------------------------------------------------------------
@@ -272,6 +273,7 @@ class ChangeLog:
         """Hold the last record's line, or only where it lies when it is long (a bulk
         import's record is tens of MB, held for as long as it stays the last)."""
         self._last = line if len(line) <= HELD_LINE_BYTES else (path, offset, len(line))
+        self._last_crc = None  # worked out when first asked for
 
     @property
     def last_line(self) -> bytes | None:
@@ -286,16 +288,22 @@ class ChangeLog:
                 line = handle.read(length)
         except OSError:
             return None
-        return line if len(line) == length and record_seq(line) == self.last_seq else None
+        if len(line) != length or not line.endswith(b"\n"):
+            return None
+        ours = line.startswith(b'{"seq":%d,' % self.last_seq) or record_seq(line) == self.last_seq
+        return line if ours else None
 
     @property
     def last_crc(self) -> int | None:
         """The last record's CRC; 0 for an empty history; None when the log was pruned
         past its last record (a person removed it): the history cannot be told then."""
+        if self._last_crc is not None:
+            return self._last_crc
         line = self.last_line
-        if line is not None:
-            return line_crc(line)
-        return 0 if self.last_seq == 0 else None
+        if line is None:
+            return 0 if self.last_seq == 0 else None
+        self._last_crc = line_crc(line)  # a long line is read back and summed once
+        return self._last_crc
 
     def _segment_for(self, seq: int) -> Path:
         """The newest segment, or a new one once it has passed SEGMENT_BYTES."""

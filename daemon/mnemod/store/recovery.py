@@ -157,7 +157,9 @@ def open_namespace(
             del state.entries[entry_id]  # promoted, the index not saved after: L2 wins
     edits = l2.reconcile(state.l2, recovered.l2_written)
     snapshot = recovered.snapshot
-    refs = {i: r for i, r in snapshot.refs.items() if i not in recovered.touched}
+    refs = snapshot.refs
+    if recovered.touched:  # replayed: as the log has them, not as the checkpoint does
+        refs = {i: r for i, r in refs.items() if i not in recovered.touched}
     source = None if readonly or not refs else snapshot.open_source()
     texts = EntryTexts(state.entries.values(), source, refs)  # kept between checkpoints
     commits = Commits(
