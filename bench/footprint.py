@@ -9,14 +9,19 @@ then, after `--settle` seconds, the resident memory of the daemon (`rss_mb`, and
 `per_entry_kb` is the daemon's resident memory above the empty daemon's, per entry: what
 sizing a memory limit (systemd `MemoryMax`, a container's `mem_limit`) needs.
 
+`--keep DIR` keeps each built store in DIR/n<size> and measures a copy of it on later runs
+instead of building it again (a 100,000-entry store takes minutes to build): run from two
+checkouts with the same DIR, the two are measured on the very same files.
+
     python bench/footprint.py [--data PATH] [--sizes 0,1000,10000,100000] [--settle 1]
-        [--out bench/results/footprint.json]
+        [--keep DIR] [--out bench/results/footprint.json]
 """
 
 from __future__ import annotations
 
 import argparse
 import random
+import shutil
 import sys
 import tempfile
 import time
@@ -46,12 +51,19 @@ def children(pid: int) -> list[int]:
     return found
 
 
-def measure(size: int, turns: list[str], settle: float) -> dict[str, Any]:
+def measure(size: int, turns: list[str], settle: float, keep: Path | None) -> dict[str, Any]:
     row: dict[str, Any] = {"entries": size}
     with tempfile.TemporaryDirectory(prefix="mnemod-footprint-") as name:
-        folder = Path(name)
-        if size:
-            speed.build(folder, size, speed.memories(turns, random.Random(size)))
+        folder = Path(name) / "store"
+        kept = keep / f"n{size}" if keep is not None else None
+        if kept is not None and kept.exists():
+            shutil.copytree(kept, folder, ignore=shutil.ignore_patterns("redis"))
+        else:
+            folder.mkdir()
+            if size:
+                speed.build(folder, size, speed.memories(turns, random.Random(size)))
+            if kept is not None:
+                shutil.copytree(folder, kept)
         with speed.daemon(folder) as (_, pid, ready):
             time.sleep(settle)
             row["start_s"] = round(ready, 2)
@@ -67,11 +79,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--data", default=str(ROOT.parent / "shared" / "data" / "locomo-dev.jsonl"))
     parser.add_argument("--sizes", default="0,1000,10000,100000")
     parser.add_argument("--settle", type=float, default=1.0, help="seconds after start")
+    parser.add_argument("--keep", type=Path, help="folder of built stores, reused when there")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "footprint.json"))
     args = parser.parse_args(argv)
     sizes = sorted({0, *(int(s) for s in args.sizes.split(","))})
     turns, _, label = speed.corpus(Path(args.data))
-    rows = [measure(size, turns, args.settle) for size in sizes]
+    rows = [measure(size, turns, args.settle, args.keep) for size in sizes]
     empty = rows[0]["rss_mb"]
     for row in rows[1:]:
         row["per_entry_kb"] = round((row["rss_mb"] - empty) * 1024 / row["entries"], 2)

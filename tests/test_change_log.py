@@ -94,3 +94,26 @@ def test_reading_after_the_open_starts_where_the_open_checked_and_sees_later_app
         handle.write(b'{"seq":8,"ops":[]')  # torn: never committed
     reader = ChangeLog(folder, readonly=True)
     assert [r["seq"] for r in reader.read_after(6)] == [7]
+
+
+@pytest.mark.parametrize("reopened", [False, True])
+def test_a_long_last_record_is_read_back_from_its_segment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reopened: bool
+) -> None:
+    """A bulk import's record is tens of MB: the log holds where it lies, not the line, and
+    gives the same line and CRC; once that segment is emptied it has no last line to give."""
+    monkeypatch.setattr(change_log, "HELD_LINE_BYTES", 100)
+    folder = tmp_path / "log"
+    log = ChangeLog(folder)
+    log.append([{"seq": 1, "ops": []}])
+    short = log.last_line
+    assert short is not None and log._last == short  # short: held
+    log.append([{"seq": 2, "ops": [], "note": "x" * 500}])
+    line = change_log.encode_record({"seq": 2, "ops": [], "note": "x" * 500})
+    if reopened:
+        log = ChangeLog(folder)
+    assert isinstance(log._last, tuple)
+    assert log.last_line == line and log.last_crc == change_log.line_crc(line)
+    for segment in folder.glob("*.jsonl"):
+        segment.write_bytes(b"")  # a person emptied it
+    assert log.last_line is None

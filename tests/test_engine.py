@@ -16,6 +16,7 @@ from mnemod.files.journal import read_jsonl, story
 from mnemod.files.l2_markdown import parse_l2
 from mnemod.files.l3_store import load_index
 from mnemod.store.commits import ACCESS_SAVE_SECONDS
+from mnemod.store.engine import Engine
 from mnemod.store.l2_layer import ACCESS_WRITE_SECONDS
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
@@ -527,10 +528,19 @@ def test_counts_by_type_follow_every_change(
     again.close()
 
 
+def texts_of(engine: Engine) -> list[str]:
+    """The entries' JSON as the next checkpoint would write it."""
+    stored = engine.texts.of(engine.entries)
+    try:
+        return stored.texts()
+    finally:
+        stored.discard()
+
+
 def test_kept_texts_follow_the_entries_order_and_resync_if_they_drift(
     store: mnemod.Store,
 ) -> None:
-    from mnemod.files.l3_store import entry_json
+    from mnemod.files.entry_texts import entry_json
 
     engine = store.engine
     first = store.add("The cat is called Miso", type="context")
@@ -538,10 +548,10 @@ def test_kept_texts_follow_the_entries_order_and_resync_if_they_drift(
     store.add("The fish is called Nemo", type="context")
     store.update(first.id, content="The cat is called Miso Soup")
     expected = [entry_json(e) for e in engine.entries.values()]
-    assert engine.texts.of(engine.entries) == expected
+    assert texts_of(engine) == expected
     assert engine.texts.resynced == 0
     del engine.entries[first.id]  # changed behind its back: the texts must not be trusted
-    assert engine.texts.of(engine.entries) == expected[1:]
+    assert texts_of(engine) == expected[1:]
     assert engine.texts.resynced == 1
     engine.texts.resynced = 0  # the autouse check of every save: this drift was on purpose
 

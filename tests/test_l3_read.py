@@ -11,6 +11,7 @@ import pytest
 
 from mnemod.domain.model import Entry
 from mnemod.files import l3_store
+from mnemod.files.entry_texts import entry_json
 from mnemod.files.l3_store import L3Snapshot, load_index, save_index
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
@@ -37,7 +38,7 @@ def test_a_sliced_read_equals_a_whole_read(tmp_path: Path, monkeypatch: pytest.M
     path = tmp_path / "index.json"
     save_index(path, snapshot(500), T0)
     whole = l3_store._snapshot(path, json.loads(path.read_text()))
-    monkeypatch.setattr(l3_store._Slices.__init__, "__defaults__", (997,))  # many slices
+    monkeypatch.setattr(l3_store._Slices.__init__, "__defaults__", (997, None))  # many slices
     sliced = load_index(path)
     assert sliced.entries == whole.entries and len(sliced.entries) == 500
     assert (sliced.log_seq, sliced.l2, sliced.stats) == (whole.log_seq, whole.l2, whole.stats)
@@ -66,3 +67,20 @@ def test_entries_before_a_last_list_fall_back_to_a_whole_read(tmp_path: Path) ->
     assert path.read_text().endswith("]}")
     assert l3_store._streamed(path, path.read_bytes()) is None
     assert load_index(path).entries == snapshot(30).entries
+
+
+def test_a_sliced_read_notes_where_each_entry_lies(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each entry's reference names exactly its object's bytes, across many slices, even
+    with content that looks like the boundary between two entries."""
+    path = tmp_path / "index.json"
+    save_index(path, snapshot(500), T0)
+    monkeypatch.setattr(l3_store._Slices.__init__, "__defaults__", (997, None))
+    read = load_index(path)
+    raw = path.read_bytes()
+    assert len(read.refs) == 500
+    for entry in read.entries:
+        ref = read.refs[entry.id]
+        start, length = ref >> 32, ref & (2**32 - 1)
+        assert raw[start : start + length].decode() == entry_json(entry)

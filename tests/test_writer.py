@@ -20,8 +20,9 @@ from daemon_proc import Client as RedisClient
 from mnemod.client import Client
 from mnemod.clock import Clock, FixedClock
 from mnemod.config import load_config
-from mnemod.files import l3_store
+from mnemod.files import entry_texts, l3_store
 from mnemod.files.change_log import ChangeLog
+from mnemod.files.entry_texts import Stored
 from mnemod.files.l3_store import IndexWriter, L3Snapshot, load_index
 from mnemod.redisio.keys import GROUP, Keys
 from mnemod.runtime import bookkeeping
@@ -89,10 +90,10 @@ def test_requests_are_answered_while_a_checkpoint_is_written(
     entered, gate = threading.Event(), threading.Event()
     real = l3_store.save_index
 
-    def held(*args: Any, **kwargs: Any) -> None:
+    def held(*args: Any, **kwargs: Any) -> list[int]:
         entered.set()
         assert gate.wait(10), "the test never released the write"
-        real(*args, **kwargs)
+        return real(*args, **kwargs)
 
     monkeypatch.setattr(l3_store, "save_index", held)
     monkeypatch.setattr(commits_module, "CHECKPOINT_BYTES", 1)
@@ -177,41 +178,57 @@ def test_failed_commits_are_tried_again_less_and_less_often(
 def test_an_older_snapshot_never_replaces_a_newer(tmp_path: Path) -> None:
     index = IndexWriter(tmp_path / "index.json")
     now = datetime(2026, 1, 1, tzinfo=UTC)
-    older = index.job(L3Snapshot([], "1-0", {}), now, [])
-    newer = index.job(L3Snapshot([], "2-0", {}), now, [])
+    older_texts, newer_texts = Stored([], [], None, 0), Stored([], [], None, 1)
+    older = index.job(L3Snapshot([], "1-0", {}), now, older_texts)
+    newer = index.job(L3Snapshot([], "2-0", {}), now, newer_texts)
     assert newer() is True
     assert older() is False  # taken first, reached the lock last: dropped
+    assert older_texts.written is None and newer_texts.written is not None
+    newer_texts.discard()
     assert load_index(tmp_path / "index.json").last_event_id == "2-0"
 
 
-def test_a_quiet_writer_serializes_the_entries_it_read_at_start(
-    tmp_path: Path, redis_client: RedisClient, monkeypatch: pytest.MonkeyPatch
+def serialized_by(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The ids of the entries serialized from now on."""
+    serialized: list[str] = []
+    real = entry_texts.entry_json
+
+    def counted(entry: Any) -> str:
+        serialized.append(entry.id)
+        return real(entry)
+
+    monkeypatch.setattr(entry_texts, "entry_json", counted)
+    return serialized
+
+
+@pytest.mark.parametrize("layout", ["as written", "reformatted"])
+def test_a_checkpoint_serializes_only_what_changed_since_start(
+    tmp_path: Path, redis_client: RedisClient, monkeypatch: pytest.MonkeyPatch, layout: str
 ) -> None:
+    """Entries read from a checkpoint as mnemod writes it are copied from that file; read
+    from any other layout, a quiet writer serializes them in slices ahead of the save."""
     store = mnemod.open(tmp_path)
     with store.engine.batch():
         for number in range(300):
             store.add(f"fact {number}: word{number} other{number}", type="context")
     store.close()
+    index = NamespacePaths(tmp_path, "default").index
+    if layout == "reformatted":
+        index.write_text(json.dumps(json.loads(index.read_text()), indent=1))
     with running_writer(tmp_path, redis_client) as writer:
         engine = writer.engine
-        assert engine.texts.cold
+        assert engine.texts.cold is (layout == "reformatted")
         for _ in range(300):  # quiet steps: a few ms of serializing each
             writer.step(1)
             if not engine.texts.cold:
                 break
         assert not engine.texts.cold
-        serialized: list[str] = []
-        real = l3_store.entry_json
-
-        def counted(entry: Any) -> str:
-            serialized.append(entry.id)
-            return real(entry)
-
-        monkeypatch.setattr(l3_store, "entry_json", counted)
+        serialized = serialized_by(monkeypatch)
         accessed = engine.access(next(iter(engine.entries))).id
         assert writer.commit(force=True, checkpoint=True)
         assert serialized == [accessed]  # the first checkpoint found every other text ready
         assert len(on_disk(writer)) == 300
+        assert engine.texts.referenced == 300  # all of them now point into the new file
 
 
 def agent_adds_a_fact(writer: Writer, redis_server: str) -> str:

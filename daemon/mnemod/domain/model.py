@@ -79,7 +79,7 @@ def _read_strictly(data: dict[str, Any], where: str) -> Entry:
     reader = _FieldReader(data, where)
     entry = Entry(
         id=reader.text("id"),
-        type=reader.text("type"),
+        type=sys.intern(reader.text("type")),
         content=reader.text("content", allow_empty=True),
         created_at=reader.time("created_at"),
         updated_at=reader.time("updated_at"),
@@ -89,7 +89,7 @@ def _read_strictly(data: dict[str, Any], where: str) -> Entry:
         importance=reader.integer("importance", 3),
         keywords=reader.words("keywords"),
         tags=reader.words("tags"),
-        tier=reader.text("tier", default="cold"),
+        tier=sys.intern(reader.text("tier", default="cold")),
         triggers=reader.strings("triggers"),
         once=reader.boolean("once"),
         access_count=reader.integer("access_count", 0),
@@ -156,7 +156,7 @@ def _read_written(data: Any) -> Entry | None:
         return None
     return Entry(
         entry_id,
-        kind,
+        sys.intern(kind),  # a few types and tiers, each held once for every entry
         content,
         created[0],
         updated[0],
@@ -166,7 +166,7 @@ def _read_written(data: Any) -> Entry | None:
         importance,
         keywords,
         tags,
-        tier,
+        sys.intern(tier),
         triggers,
         once,
         accesses,

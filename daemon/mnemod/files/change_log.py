@@ -34,6 +34,7 @@ from mnemod.files.atomic import append_bytes, fsync_dir
 
 log = structlog.get_logger("mnemod.log")
 SEGMENT_BYTES = 32 * 1024 * 1024
+HELD_LINE_BYTES = 1 << 16  # a longer last line is read back from its segment when asked for
 _CRC_MARK = b',"crc":'
 _SEQ_MARK = b'{"seq":'
 
@@ -125,7 +126,9 @@ class ChangeLog:
         # read_after starts there instead of reading and checking the segment again
         self._opened: list[tuple[int, int]] = []
         self._opened_path: Path | None = None
-        self.last_line: bytes | None = None  # the last record's line (None: log empty)
+        # the last record's line (None: log empty), or where a long one lies in its segment
+        self._last: bytes | tuple[Path, int, int] | None = None
+        self._last_crc: int | None = None
         self._open()
 
     # ---- reading ---------------------------------------------------------------------
@@ -222,9 +225,9 @@ class ChangeLog:
                 good = len(data) - len(line)
                 break
             opened.append((found, at))
+            self._keep_last(newest.path, at, line)
             at += len(line)
             last_seq = found
-            self.last_line = line
         self._opened, self._opened_path = opened, newest.path
         if good < len(data) and not self.readonly:
             with newest.path.open("r+b") as handle:
@@ -264,15 +267,43 @@ class ChangeLog:
         self._newest = path
         self._size = before + len(data)
         self.last_seq = seq
-        self.last_line = lines[-1]
+        self._keep_last(path, self._size - len(lines[-1]), lines[-1])
+
+    def _keep_last(self, path: Path, offset: int, line: bytes) -> None:
+        """Hold the last record's line, or only where it lies when it is long (a bulk
+        import's record is tens of MB, held for as long as it stays the last)."""
+        self._last = line if len(line) <= HELD_LINE_BYTES else (path, offset, len(line))
+        self._last_crc = None  # worked out when first asked for
+
+    @property
+    def last_line(self) -> bytes | None:
+        """The last record's line (None: the log is empty, or the segment holding it went)."""
+        last = self._last
+        if not isinstance(last, tuple):
+            return last
+        path, offset, length = last
+        try:
+            with path.open("rb") as handle:
+                handle.seek(offset)
+                line = handle.read(length)
+        except OSError:
+            return None
+        if len(line) != length or not line.endswith(b"\n"):
+            return None
+        ours = line.startswith(b'{"seq":%d,' % self.last_seq) or record_seq(line) == self.last_seq
+        return line if ours else None
 
     @property
     def last_crc(self) -> int | None:
         """The last record's CRC; 0 for an empty history; None when the log was pruned
         past its last record (a person removed it): the history cannot be told then."""
-        if self.last_line is not None:
-            return line_crc(self.last_line)
-        return 0 if self.last_seq == 0 else None
+        if self._last_crc is not None:
+            return self._last_crc
+        line = self.last_line
+        if line is None:
+            return 0 if self.last_seq == 0 else None
+        self._last_crc = line_crc(line)  # a long line is read back and summed once
+        return self._last_crc
 
     def _segment_for(self, seq: int) -> Path:
         """The newest segment, or a new one once it has passed SEGMENT_BYTES."""

@@ -12,13 +12,13 @@ from .bak, or mnemod refuses to go on (CorruptIndexError → exit 1).
 
 from __future__ import annotations
 
+import itertools
 import json
-import math
+import operator
 import os
 import threading
-import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -30,11 +30,15 @@ from mnemod.clock import format_time
 from mnemod.domain.model import Entry
 from mnemod.errors import CorruptIndexError, InvalidInputError
 from mnemod.files.atomic import atomic_write_chunks
+from mnemod.files.entry_texts import Source, Stored, entry_json, reference
 
 FORMAT = "mnemod.l3/2"
 ENTRIES_MARK = b',"entries":['  # where save_index's head ends and the L3 entries begin
 _NEXT_ENTRY = b',{"id":"'  # between two entries (inside a string a quote is escaped)
 FORMAT_V1 = "mnemod.l3/1"
+_WRITTEN_FIELDS = frozenset(f.name for f in fields(Entry))  # Entry.to_dict's keys
+_OPENING = len(_NEXT_ENTRY) - 1  # an entry's `{"id":"`
+_SHIFTED = reference(1, 0)  # files.entry_texts.reference, as a factor
 # the checkpoint's `stats`, all of them there since the format's readers may answer from them
 STATS_FIELDS = ("entries", "by_type", "l2", "l2_by_type", "promotable", "tokens")
 log = structlog.get_logger("mnemod.l3")
@@ -50,6 +54,17 @@ class L3Snapshot:
     l2: list[Entry] | None = None  # None: a v1 file, the L2 files hold the L2 entries
     l2_written: dict[str, str] = field(default_factory=dict)  # type -> digest last written
     format: str = FORMAT
+    # where each L3 entry's object lies in the file read (files.entry_texts: a checkpoint
+    # copies an unchanged entry's bytes from there), for the entries written as mnemod
+    # writes them; and that file, to open it again
+    refs: dict[str, int] = field(default_factory=dict)
+    source: tuple[Path, os.stat_result] | None = None
+
+    def open_source(self) -> Source | None:
+        """The file the snapshot was read from, open, if it is unchanged since."""
+        if self.source is None or not self.refs:
+            return None
+        return Source.open(*self.source)
 
 
 def load_index(path: Path) -> L3Snapshot:
@@ -96,11 +111,14 @@ def _stamp() -> str:
 
 def _parse(path: Path) -> L3Snapshot:
     try:
-        raw = path.read_bytes()
+        with path.open("rb") as handle:
+            seen = os.fstat(handle.fileno())
+            raw = handle.read()
     except OSError as exc:
         raise CorruptIndexError(path, f"cannot read: {exc.strerror}") from exc
     streamed = _streamed(path, raw)
     if streamed is not None:
+        streamed.source = (path, seen)
         return streamed
     try:
         data = _loads(raw)
@@ -123,8 +141,11 @@ def _streamed(path: Path, raw: bytes) -> L3Snapshot | None:
         head = orjson.loads(raw[:mark] + b"}")
         if not isinstance(head, dict) or "entries" in head:
             return None
-        head["entries"] = _Slices(raw, mark + len(ENTRIES_MARK), len(tail) - 2)
-        return _snapshot(path, head)
+        slices = _Slices(raw, mark + len(ENTRIES_MARK), len(tail) - 2, refs={})
+        head["entries"] = slices
+        snapshot = _snapshot(path, head)
+        snapshot.refs = slices.refs or {}
+        return snapshot
     except orjson.JSONDecodeError:
         return None
 
@@ -138,11 +159,20 @@ def entry_slices(raw: bytes, start: int, end: int) -> Iterable[Any]:
 class _Slices(list[Any]):
     """The raw L3 entries of a checkpoint, parsed a slice (of about `size` bytes) at a
     time as they are iterated (`_entries`); orjson.JSONDecodeError when one does not
-    parse, and the file is then parsed whole."""
+    parse, and the file is then parsed whole. Given `refs`, it notes there where each
+    entry written as mnemod writes one lies in `raw` (files.entry_texts.reference)."""
 
-    def __init__(self, raw: bytes, start: int, end: int, size: int = 1 << 18) -> None:
+    def __init__(
+        self,
+        raw: bytes,
+        start: int,
+        end: int,
+        size: int = 1 << 18,
+        refs: dict[str, int] | None = None,
+    ) -> None:
         super().__init__()
         self.raw, self.start, self.end, self.size = raw, start, end, size
+        self.refs = refs
 
     def __iter__(self) -> Iterator[Any]:
         raw, start, end = self.raw, self.start, self.end
@@ -150,8 +180,30 @@ class _Slices(list[Any]):
             cut = raw.find(_NEXT_ENTRY, start + self.size, end) if start + self.size < end else -1
             stop = end if cut < 0 else cut
             parsed = orjson.loads(b"[" + raw[start:stop] + b"]")
+            if self.refs is not None:
+                _note_spans(raw, start, stop, parsed, self.refs)
             yield from parsed
             start = stop + 1
+
+
+def _note_spans(raw: bytes, start: int, stop: int, parsed: list[Any], refs: dict[str, int]) -> None:
+    """Where each of `parsed` (the objects of raw[start:stop]) lies, when all of them have
+    exactly the fields mnemod writes: then none holds an object, so every `,{"id":"` in
+    the slice is between two of them. In C calls over the slice (a loop over the entries
+    was a tenth of an open)."""
+    try:
+        if not all(map(operator.eq, map(dict.keys, parsed), itertools.repeat(_WRITTEN_FIELDS))):
+            return
+        pieces = raw[start:stop].split(_NEXT_ENTRY)
+        if len(pieces) != len(parsed):
+            return
+        # an object after the first is `{"id":"` and what follows the separator
+        lengths = [len(pieces[0]), *map(_OPENING.__add__, map(len, pieces[1:]))]
+        starts = itertools.accumulate(map((1).__add__, lengths[:-1]), initial=start)
+        packed = map(operator.or_, map(_SHIFTED.__mul__, starts), lengths)
+        refs.update(zip(map(operator.itemgetter("id"), parsed), packed, strict=True))
+    except TypeError:
+        return  # not all objects, or an id that is not a string
 
 
 def _snapshot(path: Path, data: Any) -> L3Snapshot:
@@ -210,79 +262,19 @@ def _loads(raw: bytes) -> Any:
         return json.loads(raw)
 
 
-def entry_json(entry: Entry) -> str:
-    """One entry exactly as index.json holds it (compact, non-ASCII kept): the same text as
-    `json.dumps(..., ensure_ascii=False, separators=(",", ":"))` in a seventh of the time."""
-    return orjson.dumps(entry.to_dict()).decode()
-
-
-class EntryTexts:
-    """Each L3 entry's `entry_json`, kept between saves in the order of the owner's entries,
-    so that a snapshot lists them without touching every entry (that took 30-75 ms at
-    100,000 entries). The owner tells it what happens to its entries: `added` (at the end,
-    or in place for an id it holds), `removed`, and `forget` on every other change.
-
-    What is not serialized yet (the entries read at start, and those changed since) can be
-    serialized ahead of the save in slices (`warm`): all at once, the entries read at start
-    take 0.1 s at 10,000 entries and 1-2 s at 100,000. If the order ever differs from the
-    owner's, `of` rebuilds it from the owner's entries and says so (`resynced`)."""
-
-    def __init__(self, loaded: Iterable[Entry] = ()) -> None:
-        self._texts: dict[str, str] = {}
-        for entry in loaded:
-            self._texts[entry.id] = ""
-        self._waiting: dict[str, None] = dict.fromkeys(self._texts)  # to serialize
-        self.resynced = 0
-
-    @property
-    def cold(self) -> bool:
-        """Entries wait for `warm`."""
-        return bool(self._waiting)
-
-    def added(self, entry_id: str) -> None:
-        self._texts.setdefault(entry_id, "")
-        self._waiting[entry_id] = None
-
-    def removed(self, entry_id: str) -> None:
-        self._texts.pop(entry_id, None)
-        self._waiting.pop(entry_id, None)
-
-    def forget(self, entry_id: str) -> None:
-        if entry_id in self._texts:
-            self._waiting[entry_id] = None
-
-    def warm(self, seconds: float, current: Mapping[str, Entry]) -> None:
-        """Serialize waiting entries, as `current` holds them now, for about `seconds`."""
-        deadline = time.monotonic() + seconds
-        texts, waiting = self._texts, self._waiting
-        while waiting:
-            entry_id, _ = waiting.popitem()  # the newest: O(1), where the oldest is not
-            entry = current.get(entry_id)
-            if entry is not None and entry_id in texts:
-                texts[entry_id] = entry_json(entry)
-            if time.monotonic() >= deadline:
-                return
-
-    def of(self, current: Mapping[str, Entry]) -> list[str]:
-        """The texts of all `current` entries, in their order."""
-        self.warm(math.inf, current)
-        if len(self._texts) != len(current) or list(self._texts) != list(current):
-            self.resynced += 1
-            log.warning("index.texts_resynced", held=len(current), kept=len(self._texts))
-            self._texts = {entry_id: entry_json(e) for entry_id, e in current.items()}
-        return list(self._texts.values())
-
-
 def save_index(
-    path: Path, snapshot: L3Snapshot, now: datetime, stored: Sequence[str] | None = None
-) -> None:
+    path: Path, snapshot: L3Snapshot, now: datetime, stored: Stored | None = None
+) -> list[int]:
     """Write durably; the previous good file becomes index.json.bak. Entries keep their
     order (insertion order), which resolve uses to tell conversation neighbours apart.
+    Returns where each L3 entry lies in the new file (files.entry_texts.reference).
 
-    `stored` is each entry already as `entry_json`, in the same order: the engine keeps
-    those texts between saves (`EntryTexts`), so a snapshot serializes only what changed
-    (serializing every entry was most of a save: 0.3 s at 10,000 entries, 5 s at 100,000)."""
-    texts = stored if stored is not None else [entry_json(e) for e in snapshot.entries]
+    `stored` is each entry already as its text or a reference to its bytes in the file it
+    was read from, in the same order: the engine keeps them between saves (`EntryTexts`),
+    so a snapshot serializes only what changed (serializing every entry was most of a
+    save: 0.3 s at 10,000 entries, 5 s at 100,000)."""
+    if stored is None:
+        stored = Stored(snapshot.entries, [entry_json(e) for e in snapshot.entries], None, 0)
     head = {
         "format": FORMAT,
         "log_seq": snapshot.log_seq,
@@ -294,7 +286,9 @@ def save_index(
     }
     opening = json.dumps(head, ensure_ascii=False, separators=(",", ":"))[:-1]
     _keep_v1(path)
-    atomic_write_chunks(path, _index_chunks(opening, texts), backup=True)
+    new: list[int] = []
+    atomic_write_chunks(path, _index_chunks(opening, stored, new), backup=True)
+    return new
 
 
 def _keep_v1(path: Path) -> None:
@@ -309,14 +303,14 @@ def _keep_v1(path: Path) -> None:
         os.link(path, kept)
 
 
-def _index_chunks(opening: str, texts: Sequence[str], per_chunk: int = 256) -> Iterator[bytes]:
-    """The file in pieces of `per_chunk` entries. Joined and encoded whole, a 10,000-entry
-    index is three C calls of 5-15 ms each that hold the GIL; the daemon writes snapshots
-    on a thread beside the one answering requests, which would wait that long."""
-    yield f'{opening},"entries":['.encode()
-    for start in range(0, len(texts), per_chunk):
-        lead = "," if start else ""
-        yield (lead + ",".join(texts[start : start + per_chunk])).encode("utf-8")
+def _index_chunks(opening: str, stored: Stored, new: list[int]) -> Iterator[bytes]:
+    """The file in pieces of about a megabyte (`Stored.chunks`). Joined and encoded whole,
+    a 10,000-entry index is three C calls of 5-15 ms each that hold the GIL; the daemon
+    writes snapshots on a thread beside the one answering requests, which would wait that
+    long."""
+    first = f'{opening},"entries":['.encode()
+    yield first
+    yield from stored.chunks(len(first), new)
     yield b"]}\n"
 
 
@@ -332,18 +326,24 @@ class IndexWriter:
         self._taken = 0  # only the engine's thread takes snapshots
         self._written = 0
 
-    def job(self, snapshot: L3Snapshot, now: datetime, stored: Sequence[str]) -> Callable[[], bool]:
+    def job(self, snapshot: L3Snapshot, now: datetime, stored: Stored) -> Callable[[], bool]:
         """The write of `snapshot` (see `save_index`), to run here or on another thread; it
-        returns False when a later snapshot was written first."""
+        returns False when a later snapshot was written first. Once written, `stored`
+        holds the new file and where each entry lies in it (`Stored.written`)."""
         self._taken += 1
         taken = self._taken
 
         def write() -> bool:
-            with self._lock:
-                if taken < self._written:
-                    return False
-                save_index(self.path, snapshot, now, stored)
-                self._written = taken
-                return True
+            try:
+                with self._lock:
+                    if taken < self._written:
+                        return False
+                    new = save_index(self.path, snapshot, now, stored)
+                    self._written = taken
+                    source = Source.open(self.path, self.path.stat())
+                    stored.written = None if source is None else (source, new)
+                    return True
+            finally:
+                stored.release()
 
         return write

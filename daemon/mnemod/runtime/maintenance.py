@@ -3,7 +3,7 @@ writer's thread (one writer per namespace: only it changes the engine) in slices
 `SLICE_SECONDS` between batches, and a request or event that arrives meanwhile waits for
 one slice at most.
 
-A checkpoint lists each entry's stored JSON (files.l3_store.EntryTexts); the writer
+A checkpoint lists each entry's stored JSON (files.entry_texts.EntryTexts); the writer
 prepares one only once none waits to be serialized (`texts_ready` serializes them a slice
 at a time first), so that taking it copies references and serializes nothing.
 

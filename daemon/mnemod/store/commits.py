@@ -29,8 +29,9 @@ from mnemod.clock import Clock, format_time
 from mnemod.domain.model import Entry
 from mnemod.errors import MnemodError
 from mnemod.files.change_log import ChangeLog, encode_record
+from mnemod.files.entry_texts import EntryTexts, Stored
 from mnemod.files.journal import Journal, JournalFiles
-from mnemod.files.l3_store import EntryTexts, IndexWriter, L3Snapshot
+from mnemod.files.l3_store import IndexWriter, L3Snapshot
 from mnemod.store.l2_layer import Edit, L2Files
 from mnemod.store.paths import NamespacePaths
 
@@ -98,6 +99,7 @@ class Commits:
         self.checkpoint_seq = checkpoint_seq  # held by index.json
         self._bak_seq = checkpoint_seq  # held by index.json.bak (at most)
         self._checkpoint_at = self.clock.monotonic()
+        self._stored: list[tuple[int, Stored]] = []  # snapshots being written, with their seq
         self._log_at_checkpoint = changelog.size if not readonly else 0
         self._depth = 0
         self.take_edit: Callable[[Edit], None] | None = None  # the engine's, for edits
@@ -367,7 +369,9 @@ class Commits:
             l2=list(state.l2.values()),
             l2_written=dict(self.l2.written),
         )
-        write = self.index.job(snapshot, self.clock.now(), self.texts.of(state.entries))
+        stored = self.texts.of(state.entries)
+        write = self.index.job(snapshot, self.clock.now(), stored)
+        self._stored.append((seq, stored))
         self._checkpoint_at = self.clock.monotonic()
         self._log_at_checkpoint = self.log.size
 
@@ -380,6 +384,13 @@ class Commits:
     def checkpoint_written(self, seq: int) -> None:
         """The checkpoint of `seq` is durable: the log before what index.json.bak and the
         journal files still need can go."""
+        done = [(s, stored) for s, stored in self._stored if s <= seq]
+        self._stored = [(s, stored) for s, stored in self._stored if s > seq]
+        for position, (taken, stored) in enumerate(done):
+            if position == len(done) - 1 and taken == seq and seq >= self.checkpoint_seq:
+                self.texts.adopt(stored)  # unchanged entries now point into the new file
+            else:
+                stored.discard()
         if seq < self.checkpoint_seq:
             return
         self._bak_seq, self.checkpoint_seq = self.checkpoint_seq, seq

@@ -114,12 +114,15 @@ class Engine:
                 self.commits.derive(everything=True)
                 self.commits.checkpoint(self._stats())
         finally:
+            if hasattr(self, "texts"):
+                self.texts.close()
             if self._lock is not None:
                 self._lock.release()
 
     def abandon(self) -> None:
         """Release the lock without committing: what is not in the log is not this
         namespace's (a leader that lost its lease: its events are applied by the next)."""
+        self.texts.close()
         if self._lock is not None:
             self._lock.release()
 

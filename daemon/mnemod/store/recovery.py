@@ -19,7 +19,8 @@ from mnemod.clock import Clock, parse_time
 from mnemod.domain.model import Entry
 from mnemod.errors import InvalidInputError
 from mnemod.files.change_log import ChangeLog, CorruptLogError
-from mnemod.files.l3_store import EntryTexts, L3Snapshot, load_index
+from mnemod.files.entry_texts import EntryTexts
+from mnemod.files.l3_store import L3Snapshot, load_index
 from mnemod.store.commits import Commits, State
 from mnemod.store.l2_layer import Edit, L2Files
 from mnemod.store.paths import NamespacePaths
@@ -33,6 +34,7 @@ class Recovered:
     snapshot: L3Snapshot
     changelog: ChangeLog
     replayed: list[dict[str, Any]] = field(default_factory=list)  # their journal lines
+    touched: set[str] = field(default_factory=set)  # the ids the replayed records name
     l2_written: dict[str, str] = field(default_factory=dict)
 
 
@@ -48,6 +50,7 @@ def recover(paths: NamespacePaths, readonly: bool) -> Recovered:
     count = 0
     for record in changelog.read_after(snapshot.log_seq):
         apply_record(state, record, changelog)
+        recovered.touched.update(_named(record))
         recovered.l2_written.update(record.get("l2_written") or {})
         recovered.replayed.append(
             {
@@ -77,6 +80,12 @@ def apply_record(state: State, record: dict[str, Any], source: ChangeLog | None 
         raise CorruptLogError(path, f"{where}: {exc}") from exc
     if record.get("last_event_id") is not None:
         state.last_event_id = str(record["last_event_id"])
+
+
+def _named(record: dict[str, Any]) -> Iterator[str]:
+    """The ids of the entries a record's ops change (it applied, so they are well formed)."""
+    for op in _ops(record):
+        yield op["entry"]["id"] if op["op"] == "put" else op["id"]
 
 
 def _ops(record: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -147,7 +156,12 @@ def open_namespace(
         for entry_id in [i for i in state.entries if i in state.l2]:
             del state.entries[entry_id]  # promoted, the index not saved after: L2 wins
     edits = l2.reconcile(state.l2, recovered.l2_written)
-    texts = EntryTexts(state.entries.values())  # entry JSON kept between checkpoints
+    snapshot = recovered.snapshot
+    refs = snapshot.refs
+    if recovered.touched:  # replayed: as the log has them, not as the checkpoint does
+        refs = {i: r for i, r in refs.items() if i not in recovered.touched}
+    source = None if readonly or not refs else snapshot.open_source()
+    texts = EntryTexts(state.entries.values(), source, refs)  # kept between checkpoints
     commits = Commits(
         paths,
         state,
