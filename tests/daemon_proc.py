@@ -233,9 +233,10 @@ class DaemonFactory:
         return found
 
     def embedded_pids(self) -> list[int]:
-        """Live redis-servers started for the data folders of this test."""
+        """Live redis-servers started for the data folders of this test (those it asked
+        for, and any other a daemon of it ran on)."""
         pids = []
-        for data_dir in self.data_dirs:
+        for data_dir in dict.fromkeys([*self.data_dirs, *(p.data_dir for p in self.daemons)]):
             with contextlib.suppress(OSError, ValueError):
                 pid = int((data_dir / "redis" / "redis.pid").read_text().strip())
                 if alive(pid):
