@@ -51,7 +51,10 @@ def test_a_sentinel_failover_during_ingest_loses_no_replicated_add(
     with AgentClient(sentinel.url) as agent:  # answered by the daemon on the new master
         assert "Asia/Taipei" in agent.resolve("which timezone?", timeout=20)["text"]
     assert proc.running(), proc.tail()
-    assert proc.count_events("redis.unavailable") > 0  # it felt the failover, and went on
+    # it felt the failover, and went on: as a lost connection, or as a lease to take again
+    # (the new master had not yet received its last publishes: they are published again)
+    felt = proc.count_events("redis.unavailable") + proc.count_events("lease.lost")
+    assert felt > 0, proc.tail()
     # the CLI and the Claude Code hook find the daemon on the new master too
     env = {"MNEMOD_REDIS_URL": sentinel.url}
     status = json.loads(run_cli(data, "status", "--json", "--redis-url", sentinel.url).stdout)
