@@ -105,9 +105,8 @@ class BatchScripts:
         ]
         keys = batch.key_names(item_keys) + ([fence[0]] if fence is not None else [])
         reply = self._apply(keys=keys, args=args)
-        if isinstance(reply, bytes | str):
-            holder = reply.decode() if isinstance(reply, bytes) else reply
-            raise FencedOut(f"the lease is {holder}'s, not {owner}'s")
+        if isinstance(reply, str):  # every client decodes replies (redisio.connection)
+            raise FencedOut(f"the lease is {reply}'s, not {owner}'s")
         return bool(reply)
 
 
