@@ -133,7 +133,7 @@ class Lookup:
         # than `entry` is not compared
         length, bound = entry.tokens, config.threshold - 1e-9
         probe = Side(mine, entry.content, length)
-        # each candidate's score before the wording penalty bounds its score: they are
+        # each candidate's score before its penalties (unworded_score) bounds its score: they are
         # judged best bound first, until no bound left can reach the best score found
         bounded: list[tuple[float, str, Side]] = []
         for other_id in self._floor_passing(
