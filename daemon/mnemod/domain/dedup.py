@@ -239,9 +239,12 @@ def compare(
     config: DedupConfig,
     weights: Weights | None = None,
     techniques: Collection[str] = TECHNIQUES,
+    unworded: float | None = None,
 ) -> Similarity:
     """Whether `a` and `b` are one memory; `weights` weigh each word by its rarity (None:
-    every word alike)."""
+    every word alike). `unworded`: the pair's `unworded_score` with the same weights and
+    techniques when the caller has it (dedup on add bounds each candidate by it), so that
+    it is not read twice."""
     floor, threshold = jaccard_floor(config), config.threshold
     shared = a.words & b.words
     union = len(a.words) + len(b.words) - len(shared)
@@ -255,7 +258,7 @@ def compare(
 
     if plain < floor - 1e-9 or not union:
         return verdict(plain, "floor")
-    score = unworded_score(a, b, plain, weights, techniques)
+    score = unworded_score(a, b, plain, weights, techniques) if unworded is None else unworded
     contained = "containment" in techniques and (a.words <= b.words or b.words <= a.words)
     # the penalties, read only for what would merge without them
     for name, penalty in _PENALTIES:
