@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -21,6 +22,7 @@ from mnemod.domain.dedup import (
     aligned,
     clause,
     compare,
+    figures,
     jaccard_floor,
     merge_groups,
     unworded_score,
@@ -344,8 +346,20 @@ def test_numbers_that_differ_cost_the_figures_penalty() -> None:
     a = side("The backup server has 16 cores and 64 GB of memory in the rack.")
     b = side("The backup server in the rack has 32 cores and 64 GB of memory.")
     same = side("The backup server in the rack has 16 cores and 64 GB of memory.")
-    assert compare(a, b, DedupConfig()).figures == -FIGURES_PENALTY
+    assert compare(a, b, DedupConfig()).figures == -FIGURES_PENALTY  # 16 out, 32 in
     assert compare(a, same, DedupConfig()).figures == 0.0
+
+
+def test_a_figure_only_added_is_free_and_each_further_one_costs() -> None:
+    """One number more on one side is more detail; each number beyond the first that one
+    text has and the other lacks costs the figures penalty."""
+    a = side("The backup server has 16 cores and plenty of memory in the rack.")
+    added = side("The backup server has 16 cores and 64 GB of memory in the rack.")
+    more = side("The backup server has 16 cores, 64 GB of memory and 8 disks in the rack.")
+    changed = side("The backup server has 32 cores, 64 GB of memory and 8 disks in the rack.")
+    assert figures(a, added) == 0.0
+    assert figures(a, more) == -FIGURES_PENALTY
+    assert figures(a, changed) == pytest.approx(-3 * FIGURES_PENALTY)
 
 
 def test_negation_is_read_in_any_case_and_as_whole_words() -> None:
