@@ -2,15 +2,16 @@
 
 Each pair is judged by `domain.dedup.compare`, as dedup on add and GC judge two entries: the
 plain keyword Jaccard floor, the score (rare words weigh more; times the balance of lengths;
-less the wording penalty) against the threshold, then the guards. The sentences of the file
-are the store: a word's weight comes from how many other sentences hold it. Printed, and
-written as JSON:
+less the wording, clause and figures penalties) against the threshold, then the guards. The
+sentences of the file are the store: a word's weight comes from how many other sentences
+hold it. Printed, and written as JSON:
 - the defaults, on the whole file and on a fixed held-out part (pairs whose id hashes into
   the last 3 of 10 buckets: the defaults were chosen on the other 7), so that a setting
   that only fits this file shows;
 - each default technique taken out, and each optional one put in (what each earns), also
-  with the threshold re-chosen so that recall stays at the defaults' (the fair comparison:
-  a technique that only moves along the precision/recall curve earns nothing there);
+  with the threshold re-chosen so that recall stays at the defaults', on all pairs and on
+  each split (the fair comparison: a technique that only moves along the precision/recall
+  curve earns nothing there; one that earns on one split only fits that split);
 - the old rule (keyword Jaccard ≥ 0.55 alone) and a sweep of the threshold;
 - the cost per add: `Lookup.similar` with the first sentence of each pair stored, the
   second added (every add meets its near-duplicate; the wording is read for those that
@@ -27,6 +28,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import sys
 import time
 import zlib
@@ -56,6 +58,7 @@ from results import write_results  # noqa: E402
 
 THRESHOLDS = tuple(round(0.30 + 0.05 * i, 2) for i in range(11))
 HELD_OUT = 3  # of 10 buckets
+SPLITS = (("all", None), ("tuned_on", False), ("held_out", True))  # name, held out
 Pair = tuple[str, str, bool, bool]  # a, b, duplicate, held out
 
 
@@ -126,26 +129,49 @@ def precision_at_recall(
     pairs: Sequence[Pair],
     config: DedupConfig,
     techniques: Collection[str],
-    recall: float,
-) -> dict[str, Any]:
-    """The variant with its threshold re-chosen: the best precision at a threshold where its
-    recall is still ≥ `recall` (what a technique earns at the defaults' operating point)."""
+    recall: dict[str, float],
+) -> dict[str, dict[str, Any]]:
+    """The variant with its threshold re-chosen, on all pairs and on each split: the best
+    precision at any threshold where its recall there is still ≥ the defaults' (`recall`,
+    by split): what a technique earns at the defaults' operating point. Every score is a
+    possible threshold, so a variant is not judged by a grid."""
     floor_only = dataclasses.replace(config, threshold=1e-9)
     scored = []
-    for a, b, _, _ in pairs:
+    for a, b, duplicate, held in pairs:
         left, right = corpus.sides[a], corpus.sides[b]
         verdict = corpus.verdict(a, b, floor_only, techniques)
         contained = "containment" in techniques and (
             left.words <= right.words or right.words <= left.words
         )
-        scored.append((verdict.score, verdict.merges, contained))
+        if verdict.merges:  # a subset merges whatever its score
+            scored.append((math.inf if contained else verdict.score, duplicate, held))
+    scored.sort(key=lambda row: -row[0])
+    return {
+        split: _best_cut(
+            [(score, dup) for score, dup, held in scored if split == "all" or held == want],
+            sum(1 for p in pairs if p[2] and (split == "all" or p[3] == want)),
+            recall[split],
+        )
+        for split, want in SPLITS
+    }
+
+
+def _best_cut(
+    scored: Sequence[tuple[float, bool]], positives: int, recall: float
+) -> dict[str, Any]:
+    """The best precision over the cuts of `scored` (best score first) whose recall is ≥
+    `recall`."""
     best: dict[str, Any] = {"threshold": None, "precision": 0.0, "recall": 0.0, "f1": 0.0}
-    for step in range(20, 81):
-        threshold = step / 100
-        called = [ok and (score >= threshold - 1e-9 or inside) for score, ok, inside in scored]
-        row = confusion(called, pairs)
-        if row["recall"] >= recall and row["precision"] > best["precision"]:
-            best = {"threshold": threshold, **row}
+    tp = fp = 0
+    for i, (score, duplicate) in enumerate(scored):
+        tp, fp = tp + duplicate, fp + (not duplicate)
+        if i + 1 < len(scored) and scored[i + 1][0] == score:
+            continue  # a threshold calls every pair of the same score
+        precision, got = tp / (tp + fp), tp / positives
+        if got >= recall and precision > best["precision"] and score < math.inf:
+            f1 = 2 * precision * got / (precision + got)
+            best = {"threshold": round(score, 4), "precision": round(precision, 4),
+                    "recall": round(got, 4), "f1": round(f1, 4), "merged": tp + fp}  # fmt: skip
     return best
 
 
@@ -202,20 +228,22 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"{held} held out; defaults: floor {config.floor}, threshold {config.threshold}, "
           f"techniques {', '.join(sorted(TECHNIQUES))}")  # fmt: skip
     table: dict[str, Any] = {}
-    at_recall = 0.0
+    at_recall: dict[str, float] = {}
     print(f"{'':28}{'all P/R/F1':>20}{'tuned-on P/R/F1':>20}{'held-out P/R/F1':>20}"
-          f"{'P at equal R (thr)':>22}")  # fmt: skip
+          f"{'P at equal R: all/tuned/held':>32}")  # fmt: skip
     for name, variant, techniques in variants(config):
         row = table[name] = evaluate(corpus, pairs, variant, techniques)
         if name == "defaults":
-            at_recall = row["all"]["recall"]
+            at_recall = {split: row[split]["recall"] for split, _ in SPLITS}
         same = row["at_default_recall"] = precision_at_recall(
             corpus, pairs, variant, techniques, at_recall
         )
         cells = [f"{c['precision']:.3f}/{c['recall']:.3f}/{c['f1']:.3f}"
                  for key, c in row.items() if key != "at_default_recall"]  # fmt: skip
-        retuned = f"{same['precision']:.3f} ({same['threshold']})" if same["threshold"] else "-"
-        print(f"{name:28}" + "".join(f"{c:>20}" for c in cells) + f"{retuned:>22}")
+        retuned = "/".join(
+            f"{c['precision']:.3f}" if c["threshold"] is not None else "-" for c in same.values()
+        )
+        print(f"{name:28}" + "".join(f"{c:>20}" for c in cells) + f"{retuned:>32}")
     sweep = []
     print("threshold sweep at the defaults (all pairs):")
     for threshold in sorted({*THRESHOLDS, config.threshold}):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -21,8 +22,10 @@ from mnemod.domain.dedup import (
     aligned,
     clause,
     compare,
+    figures,
     jaccard_floor,
     merge_groups,
+    unworded_score,
     wording,
 )
 from mnemod.domain.keywords import extract_keywords, jaccard
@@ -343,5 +346,39 @@ def test_numbers_that_differ_cost_the_figures_penalty() -> None:
     a = side("The backup server has 16 cores and 64 GB of memory in the rack.")
     b = side("The backup server in the rack has 32 cores and 64 GB of memory.")
     same = side("The backup server in the rack has 16 cores and 64 GB of memory.")
-    assert compare(a, b, DedupConfig()).figures == -FIGURES_PENALTY
+    assert compare(a, b, DedupConfig()).figures == -FIGURES_PENALTY  # 16 out, 32 in
     assert compare(a, same, DedupConfig()).figures == 0.0
+
+
+def test_a_figure_only_added_is_free_and_each_further_one_costs() -> None:
+    """One number more on one side is more detail; each number beyond the first that one
+    text has and the other lacks costs the figures penalty."""
+    a = side("The backup server has 16 cores and plenty of memory in the rack.")
+    added = side("The backup server has 16 cores and 64 GB of memory in the rack.")
+    more = side("The backup server has 16 cores, 64 GB of memory and 8 disks in the rack.")
+    changed = side("The backup server has 32 cores, 64 GB of memory and 8 disks in the rack.")
+    assert figures(a, added) == 0.0
+    assert figures(a, more) == -FIGURES_PENALTY
+    assert figures(a, changed) == pytest.approx(-3 * FIGURES_PENALTY)
+
+
+def test_negation_is_read_in_any_case_and_as_whole_words() -> None:
+    """ASCII text is lowercased before the search, other text searched ignoring case: both
+    read the same negations."""
+    for text in ("User does NOT use vim", "User doesn't use vim", "User doesn’t use vim",
+                 "Never on Mondays", "Der Café-Nutzer does NOT use vim"):  # fmt: skip
+        assert cues.negated(text), text
+    for text in ("A notable note", "Nobody's fault", "Café notables", "Knot"):
+        assert not cues.negated(text), text
+
+
+def test_a_score_given_before_the_penalties_is_the_one_read() -> None:
+    """Dedup on add passes each candidate's unworded score, which bounded it, to `compare`:
+    the verdict is the one `compare` reaches on its own, and the score given is used."""
+    a = side("The deploy runs every Tuesday after the morning review of the release.")
+    b = side("Every Tuesday the deploy runs after the morning release review.")
+    alone = compare(a, b, DedupConfig())
+    given_score = compare(a, b, DedupConfig(), unworded=unworded_score(a, b, alone.jaccard))
+    assert given_score == alone
+    lowered = compare(a, b, DedupConfig(), unworded=0.0)
+    assert lowered.refused_by == "score" and lowered.score == 0.0

@@ -26,8 +26,10 @@ Two entries of the same type are one memory when (docs/design.md §1, "Dedup"):
      `CLAUSE_UNREAD`, what the threshold was lowered by for the penalty: short texts are
      held to the bar of before (a few words differing in one is a change, "rotates every
      month" then "each quarter now");
-   - the figures penalty, `FIGURES_PENALTY`, when their numbers differ (one has a figure
-     the other lacks: a changed or an added amount).
+   - the figures penalty, `FIGURES_PENALTY` for each number one text has and the other
+     lacks beyond the first: a figure only added is more detail, a changed one (one out,
+     one in) or several added is another amount, and the more figures differ the more
+     the texts are about different facts.
    They only ever lower the score, and the weighted, aligned Jaccard is at most 1, so the
    score is at most the balance and the candidates' bounds stay those of the score
    without them;
@@ -67,7 +69,7 @@ ALIGN_PREFIX = 5  # letters two unshared keywords agree in to be aligned as one 
 CLAUSE_FREE = 3  # words of an unshared run that cost nothing …
 CLAUSE_PENALTY = 0.03  # … and what each further word costs
 CLAUSE_UNREAD = 0.065  # what a pair too short to show a clause pays at least (see `clause`)
-FIGURES_PENALTY = 0.03  # the numbers of the two texts differ
+FIGURES_PENALTY = 0.03  # each number beyond the first that one text has and the other lacks
 
 
 @dataclass(frozen=True)
@@ -239,9 +241,12 @@ def compare(
     config: DedupConfig,
     weights: Weights | None = None,
     techniques: Collection[str] = TECHNIQUES,
+    unworded: float | None = None,
 ) -> Similarity:
     """Whether `a` and `b` are one memory; `weights` weigh each word by its rarity (None:
-    every word alike)."""
+    every word alike). `unworded`: the pair's `unworded_score` with the same weights and
+    techniques when the caller has it (dedup on add bounds each candidate by it), so that
+    it is not read twice."""
     floor, threshold = jaccard_floor(config), config.threshold
     shared = a.words & b.words
     union = len(a.words) + len(b.words) - len(shared)
@@ -255,7 +260,7 @@ def compare(
 
     if plain < floor - 1e-9 or not union:
         return verdict(plain, "floor")
-    score = unworded_score(a, b, plain, weights, techniques)
+    score = unworded_score(a, b, plain, weights, techniques) if unworded is None else unworded
     contained = "containment" in techniques and (a.words <= b.words or b.words <= a.words)
     # the penalties, read only for what would merge without them
     for name, penalty in _PENALTIES:
@@ -292,14 +297,17 @@ def unworded_score(
     return score
 
 
-def _figures(a: Side, b: Side) -> float:
-    return -FIGURES_PENALTY if cues.numbers(a.text) != cues.numbers(b.text) else 0.0
+def figures(a: Side, b: Side) -> float:
+    """The figures penalty (see the module doc), ≤ 0: `FIGURES_PENALTY` for each number one
+    text has and the other lacks beyond the first."""
+    differ = len(cues.numbers(a.text) ^ cues.numbers(b.text))
+    return -FIGURES_PENALTY * (differ - 1) if differ > 1 else 0.0
 
 
 # the penalties in the order they are read (the cheapest to read last is the dearest)
 _PENALTIES: tuple[tuple[str, Callable[[Side, Side], float]], ...] = (
     ("wording", wording),
-    ("figures", _figures),
+    ("figures", figures),
     ("clauses", clause),
 )
 

@@ -55,10 +55,9 @@ DAYS = frozenset(
     ]
 )
 _DAY_STEM = {name: name[:-1] for name in DAYS if name.endswith("s") and name[:-1] in DAYS}
-_NEGATION = re.compile(
-    r"\b(?:" + "|".join(sorted(NEGATIONS)) + r")\b(?!['’])|n['’]t\b",
-    re.IGNORECASE,
-)
+_NEGATION_PATTERN = r"\b(?:" + "|".join(sorted(NEGATIONS)) + r")\b(?!['’])|n['’]t\b"
+_NEGATION = re.compile(_NEGATION_PATTERN, re.IGNORECASE)
+_NEGATION_LOWER = re.compile(_NEGATION_PATTERN)  # for ASCII text lowercased: some 3× faster
 
 
 def words(text: str) -> list[str]:
@@ -90,6 +89,8 @@ def days(text: str) -> frozenset[str]:
 def negated(text: str) -> bool:
     """Whether the text says no: a negation word, a verb of refusal, or a "n't". Cached: on
     add, the new text meets each candidate, and a stored text meets many new ones."""
+    if text.isascii():
+        return _NEGATION_LOWER.search(text.lower()) is not None
     return _NEGATION.search(text) is not None
 
 
@@ -130,7 +131,7 @@ def shingles(text: str) -> Shingles:
     """Cached as `negated` is (on add, the new text meets each candidate), but fewer: a
     text's shingles take some 3 kB."""
     found = words(text)
-    if unspaced(text):  # a run of CJK is one "word": its character pairs stand for it
+    if not text.isascii() and unspaced(text):  # a run of CJK is one "word": its pairs stand for it
         kept = terms(text)
         return Shingles(frozenset(kept), frozenset(pairwise(kept)))
     each = tuple(map(term_of, found))

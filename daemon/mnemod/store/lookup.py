@@ -159,7 +159,7 @@ class Lookup:
         for most, other_id, side in bounded:
             if -most < best_score:
                 break  # every one left scores below the best: ties cannot reach it either
-            verdict = compare(probe, side, config, weights)
+            verdict = compare(probe, side, config, weights, unworded=-most)
             score = verdict.score
             if verdict.merges and (
                 score > best_score or (score == best_score and other_id < best_id)
