@@ -71,6 +71,7 @@ ABLATIONS = {
     "-dates": replace(DEFAULT, date_weight=0.0),
     "-persons": replace(DEFAULT, speaker_weight=0.0),
     "-neighbours": replace(DEFAULT, neighbour_weight=0.0),
+    "-answers": replace(DEFAULT, answer_weight=DEFAULT.neighbour_weight),
     "-folding": replace(DEFAULT, fold_suffixes=False),
 }
 

@@ -2,21 +2,26 @@
 
     Memory:
     - Always-on fact from L1
-    [2023-05-08]
+    [8 May 2023]
     - Caroline: I went to a LGBTQ support group yesterday.
     - Melanie: That's great!
+    [25 May]
+    - Melanie: We ran a charity race last Saturday.
     (12 more matching memories left out)
 
 Permanent items (L1, L2) come first and undated; L3 items follow oldest first, under one
-`[YYYY-MM-DD]` line per day: a date costs a few tokens once per day rather than on every
-line, and lets a model answer "when" questions. Every piece is counted with the real
-tokenizer; `FrameCosts` caches the counts so packing can add up marginal costs, and the
-resolver checks the assembled text once more at the end.
+line per day (UTC), `[8 May 2023]`, the year left out while it is the previous line's
+(`[25 May]`): a date costs a few tokens once per day rather than on every line, and lets a
+model answer "when" questions. A header with its year costs 7 tokens, one without 4 (an
+ISO `[2023-05-08]` costs 8): on LoCoMo a resolve of 1,000 tokens holds some seven days, so
+the shorter headers leave room for about one more memory. Every piece is counted with the
+real tokenizer; `FrameCosts` caches the counts so packing can add up marginal costs, and
+the resolver checks the assembled text once more at the end.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import TYPE_CHECKING
@@ -34,13 +39,21 @@ def item_line(content: str) -> str:
     return "- " + " ".join(content.split())
 
 
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+
+
 @lru_cache(maxsize=65536)  # packing asks for the day of every candidate; strftime is slow
 def day_of(moment: datetime) -> str:
+    """The day (UTC) as `YYYY-MM-DD`: the key days are grouped and sorted by."""
     return moment.astimezone(UTC).strftime("%Y-%m-%d")
 
 
-def date_line(day: str) -> str:
-    return f"[{day}]"
+def date_line(day: str, year: bool = True) -> str:
+    """The header of a day (`YYYY-MM-DD`): `[8 May 2023]`, or `[8 May]` without the year."""
+    month = _MONTHS[int(day[5:7]) - 1]
+    if year:
+        return f"[{int(day[8:10])} {month} {day[:4]}]"
+    return f"[{int(day[8:10])} {month}]"
 
 
 def note_line(dropped: int) -> str:
@@ -63,7 +76,7 @@ def render(items: Sequence[Candidate], dropped: int) -> str:
     for candidate in dated:
         day = day_of(candidate.created_at)
         if day != current:
-            lines.append(date_line(day))
+            lines.append(date_line(day, day[:4] != current[:4]))
             current = day
         lines.append(item_line(candidate.content))
     if dropped:
@@ -78,7 +91,7 @@ class FrameCosts:
         self.counter = counter
         self.heading = counter.count(HEADING + "\n")
         self._lines: dict[str, tuple[str, int]] = {}
-        self._days: dict[str, int] = {}
+        self._days: dict[tuple[str, bool], int] = {}
         self._notes: dict[int, int] = {}
 
     def line(self, candidate: Candidate) -> int:
@@ -93,12 +106,20 @@ class FrameCosts:
     def forget(self, candidate_id: str) -> None:
         self._lines.pop(candidate_id, None)
 
-    def day(self, day: str) -> int:
-        cost = self._days.get(day)
+    def day(self, day: str, year: bool = True) -> int:
+        cost = self._days.get((day, year))
         if cost is None:
-            cost = self.counter.count(date_line(day) + "\n")
-            self._days[day] = cost
+            cost = self._days[day, year] = self.counter.count(date_line(day, year) + "\n")
         return cost
+
+    def days(self, days: Iterable[str]) -> int:
+        """The headers of these days, each year's first with its year (see `render`)."""
+        used = 0
+        current = ""
+        for day in sorted(days):
+            used += self.day(day, day[:4] != current[:4])
+            current = day
+        return used
 
     def note(self, dropped: int) -> int:
         if not dropped:
@@ -121,7 +142,7 @@ def total_tokens(costs: FrameCosts, items: Sequence[Candidate], dropped: int) ->
         return 0
     used = costs.heading + sum(costs.line(c) for c in items)
     dated = [c for c in items if is_dated(c)]
-    used += sum(costs.day(day) for day in {day_of(c.created_at) for c in dated})
+    used += costs.days({day_of(c.created_at) for c in dated})
     if dropped:
         return used + costs.note(dropped)
     # no note: the last line has no newline after it
@@ -145,18 +166,30 @@ class Tally:
         self.budget = budget
         self.reserve = reserve
         self.used = 0
+        self._firsts: dict[str, str] = {}  # by year, its first day taken
         self._days: set[str] = set()
 
     def marginal(self, candidate: Candidate) -> int:
-        """What adding `candidate` would cost now (its line, plus heading/day when new)."""
+        """What adding `candidate` would cost now (its line, plus heading/day when new; a
+        day before its year's first takes the year from it)."""
         cost = self.costs.line(candidate)
         if self.used == 0:
             cost += self.costs.heading
         if is_dated(candidate):
             day = day_of(candidate.created_at)
             if day not in self._days:
-                cost += self.costs.day(day)
+                cost += self._header(day)
         return cost
+
+    def _header(self, day: str) -> int:
+        """What a new day's header adds to the headers taken."""
+        costs = self.costs
+        first = self._firsts.get(day[:4])
+        if first is None:
+            return costs.day(day)
+        if first < day:
+            return costs.day(day, False)
+        return costs.day(day) + costs.day(first, False) - costs.day(first)
 
     def fits(self, candidate: Candidate) -> bool:
         if self.used + self.costs.line(candidate) + self.reserve > self.budget:
@@ -167,5 +200,9 @@ class Tally:
         cost = self.marginal(candidate)
         self.used += cost
         if is_dated(candidate):
-            self._days.add(day_of(candidate.created_at))
+            day = day_of(candidate.created_at)
+            self._days.add(day)
+            first = self._firsts.get(day[:4])
+            if first is None or day < first:
+                self._firsts[day[:4]] = day
         return cost

@@ -17,11 +17,12 @@ every match, plus those hits' neighbours; boosts and priors apply to that pool. 
 pool runs out before the budget does (another line of the usual length would still fit),
 it is widened (×4) and the packing redone, unless nothing outside it can reach the
 relevance floor (`_beyond_floor`). With fewer matches than k the pool is every
-match and the ranking is the exact one. On LoCoMo the pool's recall is within 0.001 of the
-exact path's at every budget measured (200 to 2,000 tokens; 77-95 % of the selections are
-identical, the rest differ in the tail). k = 25 at 1,000 tokens resolves 10,000 entries
-about 25 % faster than k = 30 (recall at 1,000 tokens 0.847 against 0.850 through the
-public API), and more than twice as fast as k = 100.
+match and the ranking is the exact one. On LoCoMo the pool's recall is at or above the
+exact path's at every budget measured (200 to 2,000 tokens, by up to 0.009 at 1,000:
+59-95 % of the selections are identical, the rest differ in the tail, where the exact
+path also gives the answer bonus of weak matches that end with a question). k = 25 at
+1,000 tokens resolves 10,000 entries about 25 % faster than k = 30 (recall at 1,000 tokens
+0.847 against 0.850 through the public API), and more than twice as fast as k = 100.
 
 `dropped` counts the matching items left out: the hot, warm and pooled cold candidates
 (above the relevance floor) that did not fit, plus the documents outside the pool whose
@@ -54,6 +55,7 @@ from mnemod.domain.person_cues import persons, speaker
 from mnemod.domain.ranking import (
     RankingSettings,
     analyze,
+    asks,
     frecency_boost,
     pack_key,
     query_terms,
@@ -106,6 +108,7 @@ class Resolver:
         self._near: dict[str, list[tuple[str, int]]] = {}  # neighbours; cleared when _order changes
         self._next_seq = 0
         self._timed: dict[str, bool] = {}  # whether a memory says when (Resolver._tells_when)
+        self._asking: dict[str, bool] = {}  # whether a memory asks (Resolver._asks)
 
     @property
     def has_once_items(self) -> bool:
@@ -129,6 +132,7 @@ class Resolver:
         if old is None or old.content != candidate.content:
             self.index.add(candidate.id, analyze(candidate.content, self.settings))
             self._timed.pop(candidate.id, None)
+            self._asking.pop(candidate.id, None)
         (self._hot.add if candidate.hot else self._hot.discard)(candidate.id)
         wants_trigger = bool(candidate.triggers) and not candidate.hot
         (self._triggered.add if wants_trigger else self._triggered.discard)(candidate.id)
@@ -167,6 +171,7 @@ class Resolver:
         self.index.remove(candidate_id)
         self.costs.forget(candidate_id)
         self._timed.pop(candidate_id, None)
+        self._asking.pop(candidate_id, None)
         self._hot.discard(candidate_id)
         self._triggered.discard(candidate_id)
         if old.layer == "l3":
@@ -207,7 +212,7 @@ class Resolver:
                 moment, _, other_id = self._order[other]
                 if abs((moment - candidate.created_at).total_seconds()) > window:
                     break
-                out.append((other_id, distance))
+                out.append((other_id, step * distance))
         return out
 
     def _pattern(self, source: str) -> Any:
@@ -327,13 +332,23 @@ class Resolver:
             known = self._timed[candidate.id] = tells_when(candidate.content)
         return known
 
+    def _asks(self, candidate_id: str) -> bool:
+        """ranking.asks of the candidate's content, kept until the content changes."""
+        known = self._asking.get(candidate_id)
+        if known is None:
+            known = self._asking[candidate_id] = asks(self._items[candidate_id].content)
+        return known
+
     def _beyond_floor(self, found: TopK, floor: float, most: float = 1.0) -> bool:
         """True when nothing outside the pool can reach the relevance floor: such a document
         has at most the k-th BM25, neighbours outside the pool add at most
-        `neighbour_weight` × that, and the prompt's cues multiply it by at most `most`
-        (a wider pool would only rank what packing must leave)."""
+        `neighbour_weight` (or `answer_weight`, the larger) × that, and the prompt's cues
+        multiply it by at most `most` (a wider pool would only rank what packing must
+        leave)."""
         kth = min(found.scores.values(), default=0.0)
-        return (1.0 + self.settings.neighbour_weight) * kth * most < floor
+        settings = self.settings
+        bonus = max(settings.neighbour_weight, settings.answer_weight)
+        return (1.0 + bonus) * kth * most < floor
 
     def _cold(
         self,
@@ -349,9 +364,9 @@ class Resolver:
         The hits are the BM25 top-k (`found`, hot and warm items left out); their neighbours
         are scored too, so a neighbour gets its own BM25 plus the bonus, and a hit the bonus
         of its best neighbour. The only bonus not given is the one a neighbour would get
-        from a match outside the top k: at most `neighbour_weight` × the k-th BM25, which
-        only reorders the tail, far below what fits the budget. With every match in `found`
-        (`complete`) this is the exact ranking.
+        from a match outside the top k: at most `neighbour_weight` (`answer_weight` after
+        a question) × the k-th BM25, which only reorders the tail, far below what fits the
+        budget. With every match in `found` (`complete`) this is the exact ranking.
 
         `cue` (see `_cues`) multiplies each candidate's score.
 
@@ -367,7 +382,7 @@ class Resolver:
             if not found.complete:  # complete: neighbours outside the hits match nothing
                 outside = {o for row in near.values() for o, _ in row if o not in hits}
                 bm25 = {**hits, **self.index.score_docs(words, outside - skip, found)}
-            relevance = with_neighbours(bm25, near, settings)
+            relevance = with_neighbours(bm25, near, settings, self._asks)
         best = max(max(hits.values(), default=0.0), max(fixed.values(), default=0.0))
         floor = settings.min_relative_score * best
         rows: list[_Ranked] = []
