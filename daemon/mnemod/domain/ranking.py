@@ -10,24 +10,28 @@ Measured on LoCoMo (bench/recall.py; recall at 200/500/1000/2000 tokens): plain 
 say when, × 1.3; a named period favours the memories from it, × 1.5) .63/.78/.85/.91,
 temporal questions at 200 tokens .79 → .84, no category lower at any budget; + person cues
 (domain/person_cues.py: a question after several things about someone named favours the
-memories attributed to them, × 1.4) .64/.80/.86/.91, multi-hop .55 → .58 at 1,000 tokens,
-no category or conversation lower at any budget (a cue for every question naming someone
-lifted multi-hop more but lost adversarial questions, which credit one person with what
-the other said); + a longer neighbour reach (±3 turns, the bonus × 0.65 next to the
-hit and × 0.7 per further step, was ±2, × 0.6 and × 0.5) .66/.80/.86/.92 through the
-public API (held-out questions .62/.74/.81/.86 → .66/.75/.82/.86, multi-hop .58 → .59 at
-1,000 tokens, no category lower at any budget): an answer is often a turn or two past
-the reply to the question that names its topic; + the answer bonus (the turn right after
-one that ends with "?" takes 1.5 × its BM25, not 0.65: on LoCoMo a gold turn follows a
-question in 47 % of cases, any turn in 25 %; a question names what it asks for, its answer
-holds it) .68/.81/.86/.92 → .71/.82/.88/.92 with the shorter date lines
-(domain/framing.py), held-out .67/.75/.82/.86 → .70/.77/.84/.87, multi-hop at 1,000
-tokens .60 → .62; 1.3-1.7 do about as well, 2.0 loses at 200 tokens, and demoting the
-questions themselves (× 0.8-0.9) lost answers that end by asking back. Packing by
-score per token instead of score order lost .22 at 200 tokens: BM25 already normalises
-for length, and short turns are cheap but rarely the answer — so the default packs in
-score order (`density_exponent` = 0), skipping what does not fit; a mild preference for
-short items (`density_exponent` 0.05-0.2) lost at 500 and 1,000 tokens as well.
+memories attributed to them, then × 1.4; now × 2, see below) .64/.80/.86/.91, multi-hop
+.55 → .58 at 1,000 tokens, no category or conversation lower at any budget (a cue for every
+question naming someone lifted multi-hop more but lost adversarial questions, which credit
+one person with what the other said); + a longer neighbour reach (±3 turns, the bonus × 0.65
+next to the hit and × 0.7 per further step, was ±2, × 0.6 and × 0.5) .66/.80/.86/.92 through
+the public API (held-out questions .62/.74/.81/.86 → .66/.75/.82/.86, multi-hop .58 → .59 at
+1,000 tokens, no category lower at any budget): an answer is often a turn or two past the
+reply to the question that names its topic; + the answer bonus (the turn right after one
+that ends with "?" takes 1.5 × its BM25, not 0.65: on LoCoMo a gold turn follows a question
+in 47 % of cases, any turn in 25 %; a question names what it asks for, its answer holds it)
+.68/.81/.86/.92 → .71/.82/.88/.92 with the shorter date lines (domain/framing.py), held-out
+.67/.75/.82/.86 → .70/.77/.84/.87, multi-hop at 1,000 tokens .60 → .62; 1.3-1.7 do about as
+well, 2.0 loses at 200 tokens, and demoting the questions themselves (× 0.8-0.9) lost
+answers that end by asking back. Packing by score per token instead of score order lost .22
+at 200 tokens: BM25 already normalises for length, and short turns are cheap but rarely the
+answer — so the default packs in score order (`density_exponent` = 0), skipping what does
+not fit; a mild preference for short items (`density_exponent` 0.05-0.2) lost at 500 and
+1,000 tokens as well. The person cue's × 2 (was × 1.4): for the questions it applies to,
+93 % of the gold turns on LoCoMo are the named person's, against about half of all memories;
+.713/.822/.884/.922 → .715/.822/.884/.923, multi-hop .24/.39/.62/.71 → .26/.39/.62/.72,
+held-out questions at 2,000 tokens .868 → .872, no category, split or conversation lower at
+any budget (× 2.5 lost an adversarial question at 200 tokens).
 
 Only relevance decides *whether* an item is a candidate; importance and frecency only
 reorder candidates that already match. Frecency is deliberately weak: an item selected by
@@ -102,7 +106,7 @@ class RankingSettings:
     date_weight: float = 0.5  # a memory from a period the prompt names: × (1 + this)
     date_slack_days: float = 7.0  # … or this soon after it (events are told after they happen)
     # person cues (domain/person_cues.py): a question after several things about someone
-    speaker_weight: float = 0.4  # … and a memory attributed to them: × (1 + this)
+    speaker_weight: float = 1.0  # … and a memory attributed to them: × (1 + this)
 
 
 @functools.lru_cache(maxsize=WORDS_CACHED)
