@@ -17,36 +17,29 @@ import os
 import threading
 from contextlib import ExitStack
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Protocol
 
 import redis
 import structlog
 
-from mnemod.clock import Clock
 from mnemod.config import Config, parse_schedule
 from mnemod.errors import LockedError, MnemodError
 from mnemod.processes import describe_owner, owner_is_gone
 from mnemod.redisio.change_feed import ChangeFeed, FencedOut
 from mnemod.redisio.connection import OUTAGE_ERRORS, REDIS_FAILURES, Backoff, describe
-from mnemod.redisio.keys import Keys
 from mnemod.redisio.lease import Lease
-from mnemod.redisio.presence import Presence
 from mnemod.runtime.catch_up import Diverged
-from mnemod.runtime.commands import Command, CommandQueue
+from mnemod.runtime.commands import Command
 from mnemod.runtime.feed_publisher import FeedPublisher
 from mnemod.runtime.follower import CLAIM_IDLE_MS, Follower
 from mnemod.runtime.hot_sync import HotSync
-from mnemod.runtime.leadership import Leadership
-from mnemod.runtime.metrics import Metrics
 from mnemod.runtime.rpc_server import RpcServer
+from mnemod.runtime.runner_context import Folders, Host, RunnerContext
 from mnemod.runtime.scheduler import Scheduler
 from mnemod.runtime.status import StatusWriter
 from mnemod.runtime.watcher import Watcher
 from mnemod.runtime.writer import CONSUMER, Writer
 from mnemod.store.engine import Engine
 from mnemod.store.heap import freeze_heap
-from mnemod.store.paths import NamespacePaths
 from mnemod.store.replica import folder_id
 
 log = structlog.get_logger("mnemod.daemon")
@@ -55,35 +48,6 @@ REDIS_ERRORS = OUTAGE_ERRORS
 
 class LeaseLost(MnemodError):
     """Another daemon holds the namespace now: stop writing at once."""
-
-
-class Host(Protocol):
-    """What the process gives each of its namespaces (runtime.daemon.Daemon)."""
-
-    config: Config
-    owner: str
-    url: str
-    metrics: Metrics
-    stop_requested: threading.Event
-
-    @property
-    def clock(self) -> Clock: ...
-
-    @property
-    def client(self) -> redis.Redis: ...
-
-    @property
-    def leadership(self) -> Leadership: ...
-
-    def wait_out(self, backoff: Backoff, error: str) -> None: ...
-
-    def revive_embedded(self) -> bool: ...
-
-    def announce(self, namespace: str, state: str, text: str) -> None: ...
-
-    def stopping(self, text: str) -> None: ...
-
-    def fail(self, exc: BaseException) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -98,28 +62,22 @@ class Leading:
     scheduler: Scheduler
 
 
-@dataclass(frozen=True)
-class Folders:
-    data_dir: Path
-    l1_dir: Path
-
-
 class NamespaceRunner:
     """One namespace: `run()` stands by and leads in turn until the process stops."""
 
     def __init__(self, host: Host, namespace: str, folders: Folders) -> None:
-        self.host = host
-        self.namespace = namespace
-        self.folders = folders
-        self.keys = Keys(host.config.redis.prefix, namespace)
-        self.commands = CommandQueue()
-        # the daemons ready to take this namespace over (this one, while under its share)
-        self.standby = Presence(host.client, self.keys.standby, host.config.daemon.lease_ttl)
-        self.state = "stopped"
-        self.beat = host.clock.monotonic()  # the loop's last turn: the watchdog looks
-        self._fresh_config: Config | None = None
-        self._lock = threading.Lock()
+        self.context = RunnerContext(host, namespace, folders)
+        self.host, self.namespace = host, namespace
         self.thread: threading.Thread | None = None
+
+    @property
+    def state(self) -> str:
+        return self.context.state
+
+    @property
+    def beat(self) -> float:
+        """The loop's last turn (clock.monotonic): the watchdog looks."""
+        return self.context.beat
 
     # ---- from the process's thread --------------------------------------------------------
     def start_thread(self) -> None:
@@ -139,13 +97,12 @@ class NamespaceRunner:
 
     def reload(self, fresh: Config) -> None:
         """A new config, taken up by the loop at its next turn."""
-        with self._lock:
-            self._fresh_config = fresh
+        self.context.offer_config(fresh)
 
     # ---- the runner's own thread -----------------------------------------------------------
     def run(self) -> None:
         host = self.host
-        lease = Lease(host.client, self.keys, host.owner, host.config.daemon.lease_ttl)
+        lease = Lease(host.client, self.context.keys, host.owner, host.config.daemon.lease_ttl)
         try:
             while not host.stop_requested.is_set():
                 leading, engine = self._follow(lease)
@@ -172,7 +129,7 @@ class NamespaceRunner:
                     host.leadership.let_go(self.namespace)
                     host.metrics.set_leader(self.namespace, False)
         finally:
-            self.state = "stopped"
+            self.context.state = "stopped"
 
     def _follow(self, lease: Lease) -> tuple[bool, Engine | None]:
         """While another daemon leads: follow the namespace into this daemon's own folder
@@ -181,11 +138,11 @@ class NamespaceRunner:
         live process writes (the lock is taken) cannot follow: it stands by, and `_lead`
         opens the files once it holds the lease (True, None)."""
         host = self.host
-        self.state = "standby"
+        self.context.state = "standby"
         seen = _Seen()
 
         def may_lead() -> bool:
-            now = self.beat = host.clock.monotonic()
+            now = self.context.beat = host.clock.monotonic()
             holder = lease.holder()
             if holder not in (None, host.owner) and owner_is_gone(holder):
                 self._clear_dead_holder(lease)
@@ -209,7 +166,7 @@ class NamespaceRunner:
                 follower = Follower(
                     self._open_copy,
                     host.client,
-                    self.keys,
+                    self.context.keys,
                     host.config,
                     host.clock,
                     host.metrics,
@@ -242,13 +199,12 @@ class NamespaceRunner:
     def _leader_writes_my_folder(self) -> bool:
         """The namespace's leader writes this daemon's very folder (one data folder for
         both): nothing to follow, the files are the leader's."""
-        paths = NamespacePaths(self.folders.data_dir, self.namespace)
-        leaders = ChangeFeed(self.host.client, self.keys, self.host.owner).leader_folder()
-        return leaders is not None and leaders == folder_id(paths)
+        leaders = ChangeFeed(self.host.client, self.context.keys, self.host.owner).leader_folder()
+        return leaders is not None and leaders == folder_id(self.context.paths)
 
     def _open_copy(self) -> Engine:
         """This daemon's copy of the namespace, as a follower keeps it (store.replica)."""
-        return self._open_engine(replica=True)
+        return self.context.open_engine(replica=True)
 
     def stand_by(self, lease: Lease) -> bool:
         """While another daemon leads (or this one leaves the namespace to a daemon under
@@ -256,16 +212,16 @@ class NamespaceRunner:
         stop is asked (False)."""
         host = self.host
         announced = False
-        self.state = "standby"
+        self.context.state = "standby"
         free_since: float | None = None  # when the lease was first seen free
         try:
             while not host.stop_requested.is_set():
-                self.beat = host.clock.monotonic()
+                self.context.beat = host.clock.monotonic()
                 try:
                     self._clear_dead_holder(lease)
                     holder = lease.holder()
                     if holder is None or holder == host.owner:
-                        free_since = self.beat if free_since is None else free_since
+                        free_since = self.context.beat if free_since is None else free_since
                         if self._take(lease, free_since):
                             return True
                     else:
@@ -300,9 +256,9 @@ class NamespaceRunner:
         over its share hands it over then), not otherwise."""
         with contextlib.suppress(*REDIS_FAILURES):  # advisory: a refusal costs a hand-over
             if self.host.leadership.willing if ready is None else ready:
-                self.standby.here(self.host.owner)
+                self.context.standby.here(self.host.owner)
             else:
-                self.standby.gone(self.host.owner)
+                self.context.standby.gone(self.host.owner)
 
     def _hand_over(self) -> bool:
         """Whether to hand the namespace to a daemon standing by for it: this one leads
@@ -311,7 +267,7 @@ class NamespaceRunner:
         if not leadership.over_share:
             return False
         try:
-            others = [member for member in self.standby.present() if member != owner]
+            others = [member for member in self.context.standby.present() if member != owner]
         except REDIS_FAILURES:
             return False
         if not others or not leadership.hand_off(self.namespace):
@@ -330,11 +286,11 @@ class NamespaceRunner:
 
     def _lead(self, lease: Lease, engine: Engine | None = None) -> None:
         """Lead with `engine` (a follower's copy, current) or the files opened now."""
-        host, ns, keys, client = self.host, self.namespace, self.keys, self.host.client
+        host, ns, keys, client = self.host, self.namespace, self.context.keys, self.host.client
         config, clock, metrics = host.config, host.clock, host.metrics
         with ExitStack() as stack:
             stack.callback(_release, lease)
-            engine = engine or self._open_engine()
+            engine = engine or self.context.open_engine()
             stack.callback(engine.close)
             feed = ChangeFeed(client, keys, host.owner, lease.ttl_ms)
             publisher = FeedPublisher(feed, engine, config.daemon.feed_max_len)
@@ -350,47 +306,35 @@ class NamespaceRunner:
             writer.ensure_groups()
             hot.start(engine, engine.committed_seq)
             freeze_heap()  # the indexes and entries' JSON are built after, in idle slices
-            scheduler = Scheduler(config.schedule, self.commands.post)
+            scheduler = Scheduler(config.schedule, self.context.commands.post)
             scheduler.start()
             stack.callback(scheduler.shutdown)
             watcher = Watcher(
-                self.folders.l1_dir,
+                self.context.folders.l1_dir,
                 engine.paths.l2_dir,
                 config.daemon.watch_debounce.total_seconds(),
-                self.commands.post,
+                self.context.commands.post,
                 clock,
             )
             watcher.start()
             stack.callback(watcher.stop)
             metrics.set_leader(ns, True)
-            self.state = "running"
-            status.write(engine, writer, hot, scheduler, state=self.state)
+            self.context.state = "running"
+            status.write(engine, writer, hot, scheduler, state=self.context.state)
             host.announce(ns, "leading", "")
             log.info("daemon.running", namespace=ns, entries=len(engine.entries), pid=os.getpid())
             self._loop(Leading(engine, writer, hot, lease, status, scheduler))
-            self.state = "stopping"
+            self.context.state = "stopping"
             host.stopping("draining")
             log.info("daemon.draining", namespace=ns)
             try:
                 writer.commit(force=True, checkpoint=True)
                 if not writer.hot_pending:
                     hot.mark_clean(engine.committed_seq, engine)
-                status.write(engine, writer, hot, scheduler, state=self.state)
+                status.write(engine, writer, hot, scheduler, state=self.context.state)
             except REDIS_ERRORS as exc:
                 log.warning("redis.unavailable", error=describe(exc), at="shutdown")
                 writer.save_without_redis()
-
-    def _open_engine(self, replica: bool = False) -> Engine:
-        paths = NamespacePaths(self.folders.data_dir, self.namespace)
-        return Engine(
-            paths,
-            self.host.config,
-            self.host.clock,
-            l1_dir=self.folders.l1_dir,
-            actor="agent",
-            autosave=False,
-            replica=replica,
-        )
 
     def _loop(self, parts: Leading) -> None:
         host, clock = self.host, self.host.clock
@@ -400,7 +344,7 @@ class NamespaceRunner:
         last_renew = clock.monotonic()
         backoff = Backoff(sleep=host.stop_requested.wait)
         while not host.stop_requested.is_set():
-            self.beat = clock.monotonic()
+            self.context.beat = clock.monotonic()
             try:
                 if clock.monotonic() - last_renew >= renew_every:
                     # acquire, not renew: a lease that lapsed during a long step (start-up,
@@ -411,7 +355,7 @@ class NamespaceRunner:
                     if self._hand_over():
                         return
                 self._take_fresh_config(engine, writer)
-                for command in self.commands.drain():
+                for command in self.context.commands.drain():
                     if command.kind == "heartbeat":
                         self._heartbeat(parts)
                         continue
@@ -447,13 +391,12 @@ class NamespaceRunner:
                 continue
 
     def _take_fresh_config(self, engine: Engine, writer: Writer) -> None:
-        with self._lock:
-            fresh, self._fresh_config = self._fresh_config, None
+        fresh = self.context.take_config()
         if fresh is None:
             return
         engine.config = fresh
         writer.config = fresh
-        self.commands.post(Command("reload_l1"))
+        self.context.commands.post(Command("reload_l1"))
 
     def _recover_lost_data(self, parts: Leading) -> None:
         """Redis lost its data (FLUSHALL, a restart without persistence): take the lease
@@ -480,7 +423,7 @@ class NamespaceRunner:
         pending = writer.pending_count()
         hot_items = hot.count()
         writer.record_job("heartbeat", {"pending": pending, "hot": hot_items})
-        parts.status.write(engine, writer, hot, parts.scheduler, state=self.state)
+        parts.status.write(engine, writer, hot, parts.scheduler, state=self.context.state)
         self.host.metrics.set_events_pending(self.namespace, pending)
         self.host.metrics.set_hot_items(self.namespace, hot_items)
 
