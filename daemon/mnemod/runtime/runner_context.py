@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Protocol
 
 import redis
+import structlog
 
 from mnemod.clock import Clock
 from mnemod.config import Config
@@ -21,6 +22,8 @@ from mnemod.runtime.leadership import Leadership
 from mnemod.runtime.metrics import Metrics
 from mnemod.store.engine import Engine
 from mnemod.store.paths import NamespacePaths
+
+log = structlog.get_logger("mnemod.daemon")
 
 
 class Host(Protocol):
@@ -100,3 +103,12 @@ class RunnerContext:
             autosave=False,
             replica=replica,
         )
+
+
+def wait_after_refusal(backoff: Backoff, exc: redis.ResponseError) -> None:
+    """Redis refused a command (a key of mnemod's that something else overwrote with
+    another type, say): say so and wait the backoff's next delay before trying again,
+    rather than exit and be restarted into the same refusal until systemd gives up."""
+    delay = backoff.next_delay()
+    log.error("redis.command_refused", error=str(exc)[:300], retry_in=round(delay, 2))
+    backoff.sleep(delay)
