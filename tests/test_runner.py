@@ -20,7 +20,8 @@ from mnemod.redisio.keys import Keys, daemons_key
 from mnemod.redisio.presence import Presence
 from mnemod.runtime.leadership import Leadership
 from mnemod.runtime.metrics import Metrics
-from mnemod.runtime.runner import Folders, NamespaceRunner
+from mnemod.runtime.runner import NamespaceRunner
+from mnemod.runtime.runner_context import Folders
 
 TTL = 30.0
 KEYS = Keys("mnemod", "default")

@@ -39,7 +39,8 @@ from mnemod.redisio.presence import Presence
 from mnemod.runtime.discovery import EVERY, found_namespaces
 from mnemod.runtime.leadership import Leadership
 from mnemod.runtime.metrics import Metrics
-from mnemod.runtime.runner import Folders, NamespaceRunner
+from mnemod.runtime.runner import NamespaceRunner
+from mnemod.runtime.runner_context import Folders
 from mnemod.runtime.sdnotify import Notifier, watchdog_interval
 
 log = structlog.get_logger("mnemod.daemon")
