@@ -22,9 +22,9 @@ WRITTEN = Entry(
     updated_at=datetime(2026, 1, 2, 3, 4, 5, 6000, tzinfo=UTC),
     last_accessed_at=datetime(2026, 1, 3, tzinfo=UTC),
     expires_at=datetime(2026, 2, 3, tzinfo=UTC),
-    keywords=["user", "prefer", "asia", "taipei"],
-    tags=["tz"],
-    merged_from=["01M8KG8M5BMQT262PANT9HMWWT"],
+    keywords=("user", "prefer", "asia", "taipei"),
+    tags=("tz",),
+    merged_from=("01M8KG8M5BMQT262PANT9HMWWT",),
 ).to_dict()
 
 ODD_VALUES: list[Any] = [
