@@ -143,7 +143,8 @@ def _read_written(data: Any) -> Entry | None:
         return None
     created = _written_time(get("created_at"))
     updated = _written_time(get("updated_at"), created)
-    accessed = _written_time(get("last_accessed_at"), updated)
+    accessed_text = get("last_accessed_at")  # never accessed since made: its creation
+    accessed = _written_time(accessed_text, created if accessed_text == _text(created) else updated)
     expires_text = get("expires_at")
     expires = None if expires_text is None else _written_time(expires_text, accessed)
     if created is None or updated is None or accessed is None:
@@ -194,6 +195,10 @@ def _written_time(
     if moment.tzinfo is not UTC or moment.microsecond % 1000:
         return None
     return moment, text
+
+
+def _text(time: tuple[datetime, str] | None) -> str | None:
+    return None if time is None else time[1]
 
 
 def _written_words(value: Any) -> tuple[str, ...] | None:
