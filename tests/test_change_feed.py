@@ -226,3 +226,38 @@ def test_a_leader_publishes_what_the_library_committed_while_no_daemon_ran(
             assert catch_up(copy, ChangeFeed(redis_client, KEYS, "x")) is Standing.CURRENT
             assert set(copy.entries) == {"one", "two"}
         assert set(leader.entries) == {"one", "two"}
+
+
+def test_a_takeover_publishes_a_current_index_as_it_is(
+    tmp_path: Path, redis_client: RedisClient
+) -> None:
+    with engine_at(tmp_path) as engine:
+        add(engine, "The user's dog is called Biscuit", "dog")
+        engine.checkpoint()
+    index = NamespacePaths(tmp_path, "default").index
+    before = index.stat()
+    with leading(tmp_path, redis_client):
+        checkpoint = ChangeFeed(redis_client, KEYS, "follower").checkpoint()
+        assert checkpoint is not None
+        assert checkpoint.index == index.read_bytes()
+        assert (index.stat().st_ino, index.stat().st_mtime_ns) == (
+            before.st_ino,
+            before.st_mtime_ns,
+        )
+
+
+def test_a_takeover_on_an_index_read_from_its_backup_publishes_a_whole_one(
+    tmp_path: Path, redis_client: RedisClient
+) -> None:
+    with engine_at(tmp_path) as engine:
+        add(engine, "The user's dog is called Biscuit", "dog")
+        engine.checkpoint(force=True)
+        engine.checkpoint(force=True)  # index.json and its .bak hold the same record
+    index = NamespacePaths(tmp_path, "default").index
+    index.write_bytes(index.read_bytes()[:-40])  # torn
+    with leading(tmp_path, redis_client):
+        checkpoint = ChangeFeed(redis_client, KEYS, "follower").checkpoint()
+        assert checkpoint is not None
+        paths = NamespacePaths(tmp_path / "b", "default")
+        start_from_checkpoint(paths, checkpoint.seq, checkpoint.line, checkpoint.index)
+        assert set(read_committed(paths).entries) == {"dog"}

@@ -44,7 +44,15 @@ def plain(threshold: float) -> DedupConfig:
 def entry(entry_id: str, keywords: list[str], minutes: int = 0, **fields: Any) -> Entry:
     at = T0 + timedelta(minutes=minutes)
     return Entry(
-        entry_id, "context", " ".join(keywords), at, at, at, None, keywords=keywords, **fields
+        entry_id,
+        "context",
+        " ".join(keywords),
+        at,
+        at,
+        at,
+        None,
+        keywords=tuple(keywords),
+        **fields,
     )
 
 
@@ -111,10 +119,10 @@ def test_merge_rules() -> None:
     assert merged.id == "OLD"
     assert merged.content == "newest content"
     assert merged.importance == 4
-    assert merged.keywords == ["a", "b", "c"]
-    assert merged.tags == ["t1", "t2"]
+    assert merged.keywords == ("a", "b", "c")
+    assert merged.tags == ("t1", "t2")
     assert merged.access_count == 3
-    assert merged.merged_from == ["NEW", "X"]
+    assert merged.merged_from == ("NEW", "X")
 
 
 def test_prefix_filter_finds_exactly_the_brute_force_pairs() -> None:
@@ -163,7 +171,7 @@ def test_the_lookup_finds_the_brute_force_best_match_on_add() -> None:
     for e in list(stored.values())[:100]:  # changed keywords: indexed again
         for lookup in lookups:
             lookup.discard(e)
-        e.keywords = [*rng.sample(vocabulary, rng.randint(1, 14)), "common"]
+        e.keywords = (*rng.sample(vocabulary, rng.randint(1, 14)), "common")
         for lookup in lookups:
             lookup.add(e)
     for e in stored.values():

@@ -41,7 +41,7 @@ def reopen(tmp_path: Path, clock: FixedClock) -> mnemod.Store:
 def test_add_sets_ttl_by_type_and_importance(store: mnemod.Store) -> None:
     entry = store.add("User prefers Asia/Taipei", type="preference", importance=4)
     assert entry.expires_at == T0 + timedelta(days=45)
-    assert entry.keywords == ["user", "prefer", "asia", "taipei"]
+    assert entry.keywords == ("user", "prefer", "asia", "taipei")
     assert entry.tokens > 0
 
 

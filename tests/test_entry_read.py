@@ -22,9 +22,9 @@ WRITTEN = Entry(
     updated_at=datetime(2026, 1, 2, 3, 4, 5, 6000, tzinfo=UTC),
     last_accessed_at=datetime(2026, 1, 3, tzinfo=UTC),
     expires_at=datetime(2026, 2, 3, tzinfo=UTC),
-    keywords=["user", "prefer", "asia", "taipei"],
-    tags=["tz"],
-    merged_from=["01M8KG8M5BMQT262PANT9HMWWT"],
+    keywords=("user", "prefer", "asia", "taipei"),
+    tags=("tz",),
+    merged_from=("01M8KG8M5BMQT262PANT9HMWWT",),
 ).to_dict()
 
 ODD_VALUES: list[Any] = [
@@ -59,6 +59,11 @@ def test_an_entry_as_written_is_read_fast_with_shared_times() -> None:
     entry = model._read_written(dict(WRITTEN))
     assert entry is not None and entry.to_dict() == WRITTEN
     assert entry.updated_at is entry.created_at  # one datetime for the equal times
+    updated = {**WRITTEN, "updated_at": "2026-01-05T00:00:00.000Z"}
+    updated["last_accessed_at"] = WRITTEN["created_at"]  # updated, never accessed
+    entry = model._read_written(updated)
+    assert entry is not None and entry.to_dict() == updated
+    assert entry.last_accessed_at is entry.created_at
 
 
 @pytest.mark.parametrize("value", ["2026-01-02T04:04:05+01:00", "2026-01-02T03:04:05"])

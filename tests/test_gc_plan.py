@@ -61,7 +61,7 @@ def entry(
 ) -> Entry:
     at = T0 + timedelta(minutes=minute)
     words = list(keywords)
-    made = Entry(entry_id, type_, " ".join(words), at, at, at, None, keywords=words)
+    made = Entry(entry_id, type_, " ".join(words), at, at, at, None, keywords=tuple(words))
     made.tokens = len(words)
     for name, value in fields.items():
         setattr(made, name, value)
@@ -404,7 +404,7 @@ def test_candidates_hold_every_brute_force_match_after_changes() -> None:
     for e in list(stored.values())[150:]:
         index.add(e)  # met after the order was fixed: its new words rank first
     for e in list(stored.values())[:60]:
-        e.keywords = words()
+        e.keywords = tuple(words())
         index.add(e)
     for e in list(stored.values())[60:80]:
         index.discard(e.id)

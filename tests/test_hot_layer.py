@@ -278,7 +278,7 @@ def test_from_entry_round_trip(hot: HotLayer) -> None:
         last_accessed_at=moment,
         expires_at=None,
         key="k",
-        keywords=["alpha"],
+        keywords=("alpha",),
         tokens=3,
     )
     hot.put(HotItem.from_entry(entry, "l3", score=0.7))

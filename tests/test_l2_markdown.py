@@ -58,7 +58,7 @@ lines_content = st.lists(st.one_of(texts, st.sampled_from(TRICKY)), max_size=8).
 START = datetime(1970, 1, 1, tzinfo=UTC).replace(tzinfo=None)
 END = datetime(2200, 1, 1, tzinfo=UTC).replace(tzinfo=None)
 moments = st.datetimes(min_value=START, max_value=END, timezones=st.just(UTC)).map(truncate)
-words = st.lists(st.one_of(texts, st.sampled_from(TRICKY)), max_size=4)
+words = st.lists(st.one_of(texts, st.sampled_from(TRICKY)), max_size=4).map(tuple)
 
 
 @st.composite
@@ -80,7 +80,7 @@ def entries(draw: st.DrawFn, type_: str = "preference") -> Entry:
         once=draw(st.booleans()),
         access_count=draw(st.integers(0, 2**53)),
         promotable=draw(st.booleans()),
-        merged_from=draw(st.lists(st.from_regex(ID_PATTERN, fullmatch=True), max_size=3)),
+        merged_from=tuple(draw(st.lists(st.from_regex(ID_PATTERN, fullmatch=True), max_size=3))),
         source=draw(texts),
         tokens=draw(st.integers(0, 2**31)),
     )

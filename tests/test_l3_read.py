@@ -27,7 +27,7 @@ def snapshot(count: int) -> L3Snapshot:
             updated_at=T0 + timedelta(seconds=n),
             last_accessed_at=T0 + timedelta(seconds=n),
             expires_at=None,
-            keywords=["memory", f"w{n % 7}"],
+            keywords=("memory", f"w{n % 7}"),
         )
         for n in range(count)
     ]

@@ -40,7 +40,7 @@ LONG = {"ttl": {"context": "3650d", "max_lifetime": "3650d"}}
 
 def made(entry_id: str, words: list[str], minute: int) -> Entry:
     at = T0 + timedelta(minutes=minute)
-    entry = Entry(entry_id, "context", " ".join(words), at, at, at, None, keywords=words)
+    entry = Entry(entry_id, "context", " ".join(words), at, at, at, None, keywords=tuple(words))
     entry.tokens = len(words)
     return entry
 

@@ -34,8 +34,9 @@ JAVA = "The user likes Java."
 
 def entry(entry_id: str, content: str, minutes: int = 0) -> Entry:
     at = T0 + timedelta(minutes=minutes)
+    words = tuple(extract_keywords(content))
     return Entry(entry_id, "preference", content, at, at, at, None,
-                 keywords=extract_keywords(content), tokens=len(content.split()))  # fmt: skip
+                 keywords=words, tokens=len(content.split()))  # fmt: skip
 
 
 def archive_of(data: Path) -> list[dict[str, Any]]:

@@ -90,6 +90,39 @@ def test_a_persons_l2_edit_or_an_older_checkpoint_sends_the_caller_to_a_full_rea
     assert committed_stats(NamespacePaths(other, "default")) is None
 
 
+def test_a_log_with_nothing_after_the_checkpoint_is_not_opened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = busy_store(tmp_path, FixedClock(T0))
+    paths = store.engine.paths
+    store.close()  # its checkpoint holds the log's last record
+    engine = full_read(tmp_path)
+    expected = engine.stats(), engine.last_event_id
+    entries = {i: (e, engine.layer_of(e)) for i, e in [*engine.entries.items(),
+               *engine.l2_entries.items()]}  # fmt: skip
+    engine.close()
+    segment = max(paths.log_dir.glob("*.jsonl"))
+    whole = segment.read_bytes()
+    head = reader.read_head(paths.index)
+    assert head is not None and reader.none_after(paths.log_dir, head.log_seq)
+
+    def refused(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the change log was opened")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(reader, "ChangeLog", refused)
+        assert committed_stats(paths) == expected
+        assert all(committed_entry(paths, i) == found for i, found in entries.items())
+    segment.write_bytes(whole + b'{"seq":999,"torn')  # a record cut mid-append: not committed
+    assert not reader.none_after(paths.log_dir, 998)
+    assert committed_stats(paths) == expected
+    segment.write_bytes(whole + b'{"seq":999,"at":"no crc"}\n')  # damaged: not committed
+    assert not reader.none_after(paths.log_dir, 998)
+    assert committed_stats(paths) == expected
+    segment.write_bytes(whole + b'{"seq":3,"at":"no crc"}\n')  # the last line is read as is
+    assert reader.none_after(paths.log_dir, head.log_seq)
+
+
 FILTERS = [(None, None), ("insight", None), ("context", None), (None, "l2"), (None, "l3"),
            ("insight", "l2"), ("relation", "l3"), ("nothing", None)]  # fmt: skip
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import sys
 from typing import TYPE_CHECKING, Any
@@ -233,6 +234,9 @@ def cmd_list(ctx: Context) -> int:
             l1 = L1Registry(ctx.l1_dir, ctx.config.limits)
             l1.reload_all()
             list_rows(ctx, l1.items(), quick)
+            # hidden from the collector, whose next pass would scan every row's objects
+            # (0.4 s at 100,000 rows) only to find them all alive
+            gc.freeze()
             return 0
     with ctx.engine(write=False) as engine:
         found = engine.select(a.type, a.layer)

@@ -13,11 +13,12 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any, TextIO, TypeVar
-
-from tqdm import tqdm
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from mnemod.cli.terminal import is_terminal
+
+if TYPE_CHECKING:  # imported when a bar is made: every command imports this module
+    from tqdm import tqdm
 
 T = TypeVar("T")
 DELAY = 0.5
@@ -33,6 +34,8 @@ def _on_screen(bar: tqdm[Any]) -> bool:
 
 
 def _bar(label: str, stream: TextIO, total: int | None, delay: float, **extra: Any) -> tqdm[Any]:
+    from tqdm import tqdm
+
     return tqdm(
         desc=f"mnemod: {label}",
         total=total,
@@ -114,6 +117,12 @@ class AroundBars:
         self.stream = stream
 
     def write(self, text: str) -> int:
+        if "tqdm" not in sys.modules:  # no bar was ever made: none to move aside
+            written = self.stream.write(text)
+            self.stream.flush()
+            return written
+        from tqdm import tqdm
+
         with tqdm.get_lock():  # type: ignore[no-untyped-call]
             shown = [bar for bar in getattr(tqdm, "_instances", ()) if _on_screen(bar)]
             for bar in shown:

@@ -20,6 +20,7 @@ unions; access counts add up; `merged_from` records every folded id.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -114,7 +115,7 @@ def merge_into(survivor: Entry, folded: Entry, now: datetime, decision: MergeDec
     survivor.key = survivor.key or folded.key
     survivor.importance = max(survivor.importance, folded.importance)
     if superseded:  # the words of the superseded text no longer lead here
-        survivor.keywords = list(folded.keywords)
+        survivor.keywords = tuple(folded.keywords)
     else:
         survivor.keywords = _union(survivor.keywords, folded.keywords)
     survivor.tags = _union(survivor.tags, folded.tags)
@@ -126,10 +127,10 @@ def merge_into(survivor: Entry, folded: Entry, now: datetime, decision: MergeDec
     survivor.selected_count += folded.selected_count
     survivor.last_accessed_at = max(survivor.last_accessed_at, folded.last_accessed_at)
     survivor.promotable = survivor.promotable or folded.promotable
-    survivor.merged_from = _union(survivor.merged_from, [folded.id, *folded.merged_from])
+    survivor.merged_from = _union(survivor.merged_from, (folded.id, *folded.merged_from))
     survivor.updated_at = max(now, survivor.updated_at)
     return survivor
 
 
-def _union(first: list[str], second: list[str]) -> list[str]:
-    return list(dict.fromkeys([*first, *second]))
+def _union(first: Sequence[str], second: Sequence[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys([*first, *second]))

@@ -4,7 +4,7 @@ and --json)."""
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -31,15 +31,15 @@ class Entry:
     expires_at: datetime | None
     key: str | None = None
     importance: int = 3
-    keywords: list[str] = field(default_factory=list)
-    tags: list[str] = field(default_factory=list)
+    keywords: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
     tier: str = "cold"
-    triggers: list[str] = field(default_factory=list)
+    triggers: tuple[str, ...] = ()
     once: bool = False
     access_count: int = 0
     selected_count: int = 0  # how many of the accesses were resolve selecting it
     promotable: bool = False
-    merged_from: list[str] = field(default_factory=list)
+    merged_from: tuple[str, ...] = ()
     source: str = ""
     tokens: int = 0
 
@@ -143,7 +143,8 @@ def _read_written(data: Any) -> Entry | None:
         return None
     created = _written_time(get("created_at"))
     updated = _written_time(get("updated_at"), created)
-    accessed = _written_time(get("last_accessed_at"), updated)
+    accessed_text = get("last_accessed_at")  # never accessed since made: its creation
+    accessed = _written_time(accessed_text, created if accessed_text == _text(created) else updated)
     expires_text = get("expires_at")
     expires = None if expires_text is None else _written_time(expires_text, accessed)
     if created is None or updated is None or accessed is None:
@@ -196,23 +197,27 @@ def _written_time(
     return moment, text
 
 
-def _written_words(value: Any) -> list[str] | None:
-    if value is None or value == []:
-        return []
+def _text(time: tuple[datetime, str] | None) -> str | None:
+    return None if time is None else time[1]
+
+
+def _written_words(value: Any) -> tuple[str, ...] | None:
+    if not value and (value is None or value == []):
+        return ()
     if type(value) is not list:
         return None
     try:
-        return list(map(sys.intern, value))  # a str or nothing: intern refuses the rest
+        return tuple(map(sys.intern, value))  # a str or nothing: intern refuses the rest
     except TypeError:
         return None
 
 
-def _written_strings(value: Any) -> list[str] | None:
-    if value is None or value == []:
-        return []
+def _written_strings(value: Any) -> tuple[str, ...] | None:
+    if not value and (value is None or value == []):
+        return ()
     if type(value) is not list or not all(type(item) is str for item in value):
         return None
-    return list(value)
+    return tuple(value)
 
 
 class _FieldReader:
@@ -255,16 +260,16 @@ class _FieldReader:
             raise self._fail(name, "must be true or false")
         return value
 
-    def strings(self, name: str) -> list[str]:
+    def strings(self, name: str) -> tuple[str, ...]:
         value = self.data.get(name) or []
         if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
             raise self._fail(name, "must be a list of strings")
-        return list(value)
+        return tuple(value)
 
-    def words(self, name: str) -> list[str]:
+    def words(self, name: str) -> tuple[str, ...]:
         """`strings`, each stored once however many entries hold it: keywords repeat across
         entries, and a separate copy of each took 7 MB at 10,000 entries."""
-        return [sys.intern(word) for word in self.strings(name)]
+        return tuple(map(sys.intern, self.strings(name)))
 
     def time(self, name: str) -> datetime:
         return parse_time(self.text(name), name)

@@ -151,7 +151,9 @@ class ChangeFeed:
     def publish_checkpoint(self, seq: int, line: bytes | None, index: bytes) -> bool:
         """Publish a checkpoint of `seq` (unless a newer one is there, or the lease is not
         ours); `line` is its last record's (None at seq 0)."""
-        packed = base64.b64encode(zlib.compress(index, 6)).decode()
+        # level 1: a third of level 6's time (0.4 s against 1.2 s for a 68 MB index, on
+        # the way to a daemon's start-up), for a sixth more bytes
+        packed = base64.b64encode(zlib.compress(index, 1)).decode()
         crc = line_crc(line) if line else 0
         args: list[str | int] = [self.owner, seq, crc, (line or b"").decode(), packed]
         done = bool(self._checkpoint(keys=[self.keys.lease, self.keys.checkpoint], args=args))

@@ -69,7 +69,12 @@ class FeedPublisher:
     def republish(self) -> None:
         """Write a checkpoint of what is committed now and publish it (at a takeover with
         none usable published, after Redis lost its data)."""
-        self.engine.checkpoint(force=True)  # a commit that waited for Redis is published first
+        # A commit that waited for Redis is published first. index.json is written again
+        # only when it is not the checkpoint of the log's last record already (most starts
+        # on a Redis without the namespace: rewriting it took 0.5 s at 100,000 entries).
+        engine = self.engine
+        engine.checkpoint(force=engine.index_recovered or not engine.paths.index.exists())
+        engine.index_recovered = False
         if self.feed.committed() is None:
             self.feed.start(self.position)  # Redis lost it: this leader's files are the truth
         seq = self.engine.commits.checkpoint_seq

@@ -53,9 +53,9 @@ def add(engine: Engine, new: NewEntry, now: datetime | None = None, by: str | No
         key=new.key,
         importance=new.importance,
         keywords=keywords_for(engine, new.content, new.keywords),
-        tags=list(dict.fromkeys(new.tags)),
+        tags=tuple(dict.fromkeys(new.tags)),
         tier=new.tier,
-        triggers=list(new.triggers),
+        triggers=tuple(new.triggers),
         once=new.once,
         source=new.source,
         tokens=engine.counter.count(new.content),
@@ -120,13 +120,15 @@ def update(
             "key", f"{fields['key']!r} already names entry {engine.lookup.keys[fields['key']]}"
         )
     for name, value in fields.items():
-        setattr(entry, name, list(value) if isinstance(value, list) else value)
+        setattr(entry, name, tuple(value) if isinstance(value, list) else value)
     if "content" in fields:
         entry.tokens = engine.counter.count(entry.content)
         if "keywords" not in fields:
             entry.keywords = keywords_for(engine, entry.content, None)
     elif "keywords" in fields:
-        entry.keywords = normalize_keywords(fields["keywords"], engine.config.limits.max_keywords)
+        entry.keywords = tuple(
+            normalize_keywords(fields["keywords"], engine.config.limits.max_keywords)
+        )
     entry.updated_at = max(now, entry.updated_at)
     engine.record(now, "update", entry.id, by or engine.actor, fields=sorted(fields))
     engine.touched(entry.id, "update")
@@ -216,6 +218,6 @@ def take_edit(engine: Engine, edit: Edit, now: datetime) -> None:
             engine.touched(entry_id, "remove")
 
 
-def keywords_for(engine: Engine, content: str, given: list[str] | None) -> list[str]:
+def keywords_for(engine: Engine, content: str, given: list[str] | None) -> tuple[str, ...]:
     limit = engine.config.limits.max_keywords
-    return normalize_keywords(given, limit) if given else extract_keywords(content, limit)
+    return tuple(normalize_keywords(given, limit) if given else extract_keywords(content, limit))

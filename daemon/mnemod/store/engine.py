@@ -81,6 +81,8 @@ class Engine:
                 self.close()
                 raise
             self.state, self.commits, self.texts = opened.state, opened.commits, opened.texts
+            # index.json is not the checkpoint the commits hold (read from its .bak instead)
+            self.index_recovered = opened.recovered
             self.entries: dict[str, Entry] = self.state.entries
             self.l2_entries: dict[str, Entry] = self.state.l2
             self.journal = self.state.journal

@@ -139,6 +139,7 @@ class Opened:
     texts: EntryTexts
     edits: list[Edit]
     migrated: bool
+    recovered: bool = False  # index.json did not read: the state is its .bak's and the log's
 
 
 def open_namespace(
@@ -175,4 +176,5 @@ def open_namespace(
     )
     for replayed in recovered.replayed:
         commits.queue_journal(replayed["seq"], replayed["history"], replayed["archive"])
-    return Opened(state, commits, texts, edits, migrated)
+    recovered_from = recovered.snapshot.recovered_from is not None
+    return Opened(state, commits, texts, edits, migrated, recovered_from)
