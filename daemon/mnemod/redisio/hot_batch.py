@@ -33,6 +33,23 @@ LAYERS = tuple(LAYER_SETS)
 Stored = tuple["str | None", "str | None"]
 """What an item's hash holds: its keywords (JSON) and label, each None when absent."""
 ABSENT: Stored = (None, None)
+ACCESS_FIELDS = ("last_accessed_at", "access_count", "expires_at", "score")
+HASH_FIELDS = (
+    "id",
+    "content",
+    "layer",
+    "type",
+    "key",
+    "importance",
+    "tokens",
+    "created_at",
+    "keywords",
+    *ACCESS_FIELDS,
+)
+"""An item hash's fields (docs/redis-keys.md), in the order of `HotItem.hash_values`; the
+last four are those an access changes."""
+_FIELD_NAMES = json.dumps(HASH_FIELDS)
+_KEYWORDS_AT, _SCORE_AT = HASH_FIELDS.index("keywords"), HASH_FIELDS.index("score")
 
 # KEYS: every key the batch reads or writes, then the lease's when fenced. ARGV: the owner
 # the lease may name ("" for no fence); the hash field names (JSON); the batch (JSON): a list
@@ -134,7 +151,7 @@ class Batch:
         self.keys = keys
         self._at: dict[str, int] = {}  # key name -> its position in KEYS (from 1)
         self.key_names: list[str] = []
-        self.fields = "[]"  # the hash field names, as JSON
+        self.fields = _FIELD_NAMES
         self.checks: list[tuple[int, str, str]] = []
         self.put_keys: list[int] = []
         self.removed_keys: list[int] = []
@@ -143,6 +160,7 @@ class Batch:
         self.hashes: list[tuple[int, list[str]]] = []
         self.layer_del: dict[str, list[str]] = {layer: [] for layer in LAYERS}
         self.layer_add: dict[str, list[str]] = {layer: [] for layer in LAYERS}
+        # by keyword (not by key, which each distinct word of the batch is named once for)
         self.term_del: dict[str, list[str]] = {}
         self.term_add: dict[str, list[str]] = {}
         self.stored: dict[str, Stored] = {}  # what each put item holds once written
@@ -159,41 +177,38 @@ class Batch:
     ) -> Batch:
         """The commands that turn `olds` (what each put, then each removal, holds now)
         into the batch's items."""
-        keys = self.keys
-        kw = keys.kw
+        keys, term_add, term_del = self.keys, self.term_add, self.term_del
         for item, old in zip(puts, olds, strict=False):
-            name = keys.item(item.id)
-            at = self._key(name)
+            item_id = item.id
+            at = self._key(keys.item(item_id))
             self.checks.append((at, old[0] or "", old[1] or ""))
             self.put_keys.append(at)
-            new_terms = {kw(t) for t in item.keywords if t}
+            new_terms = set(item.keywords)
             if old[0]:
-                for term_key in {kw(t) for t in stored_keywords(old[0]) if t} - new_terms:
-                    self.term_del.setdefault(term_key, []).append(item.id)
+                for term in set(stored_keywords(old[0])) - new_terms:
+                    term_del.setdefault(term, []).append(item_id)
             old_label = old[1]
             if old_label and old_label != item.key:
-                self.gone_labels.append((keys.key(old_label), item.id))
-            fields = item.to_hash()
-            if not self.hashes:
-                self.fields = json.dumps(list(fields))
-            self.hashes.append((at, list(fields.values())))
-            self.stored[item.id] = (fields["keywords"], item.key)
-            for layer in LAYERS:
+                self.gone_labels.append((keys.key(old_label), item_id))
+            values = item.hash_values()
+            self.hashes.append((at, values))
+            self.stored[item_id] = (values[_KEYWORDS_AT], item.key)
+            for layer, ids in self.layer_del.items():
                 if layer != item.layer:
-                    self.layer_del[layer].append(item.id)
-            self.layer_add[item.layer] += (fields["score"], item.id)
-            for term_key in new_terms:
-                self.term_add.setdefault(term_key, []).append(item.id)
+                    ids.append(item_id)
+            self.layer_add[item.layer] += (values[_SCORE_AT], item_id)
+            for term in new_terms:
+                term_add.setdefault(term, []).append(item_id)
             if item.key:
-                self.labels[keys.key(item.key)] = item.id
+                self.labels[keys.key(item.key)] = item_id
         for item_id, old in zip(removals, olds[len(puts) :], strict=True):
             at = self._key(keys.item(item_id))
             self.checks.append((at, old[0] or "", old[1] or ""))
             self.removed_keys.append(at)
-            for layer in LAYERS:
-                self.layer_del[layer].append(item_id)
-            for term_key in {kw(t) for t in stored_keywords(old[0]) if t}:
-                self.term_del.setdefault(term_key, []).append(item_id)
+            for ids in self.layer_del.values():
+                ids.append(item_id)
+            for term in set(stored_keywords(old[0])):
+                term_del.setdefault(term, []).append(item_id)
             label = old[1]
             if label:
                 self.gone_labels.append((keys.key(label), item_id))
@@ -201,20 +216,21 @@ class Batch:
 
     def body(self) -> list[Any]:
         """The batch for the script (see `_WRITE`). A label one item leaves and another
-        takes ends with the other, whatever their order in the batch."""
+        takes ends with the other, whatever their order in the batch. Two words one key
+        name stands for (cut to MAX_TERM_CHARS) are two commands on it, removals first."""
         key = self._key
         gone = [(key(k), i) for k, i in self.gone_labels if k not in self.labels]
-        layer = self.keys.layer
+        layer, kw = self.keys.layer, self.keys.kw
         return [
             self.checks,
             self.put_keys,
             self.removed_keys,
             gone,
             [(key(layer(n)), ids) for n, ids in self.layer_del.items() if ids],
-            [(key(k), self.term_del[k]) for k in sorted(self.term_del)],
+            [(key(kw(t)), ids) for t, ids in sorted(self.term_del.items()) if t],
             self.hashes,
             [(key(layer(n)), pairs) for n, pairs in self.layer_add.items() if pairs],
-            [(key(k), self.term_add[k]) for k in sorted(self.term_add)],
+            [(key(kw(t)), ids) for t, ids in sorted(self.term_add.items()) if t],
             [(key(k), i) for k, i in self.labels.items()],
         ]
 

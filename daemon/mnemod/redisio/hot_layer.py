@@ -28,6 +28,8 @@ from mnemod.errors import InvalidInputError
 from mnemod.redisio.connection import wrong_type
 from mnemod.redisio.hot_batch import (
     ABSENT,
+    ACCESS_FIELDS,
+    HASH_FIELDS,
     LAYERS,
     Batch,
     BatchScripts,
@@ -87,27 +89,34 @@ class HotItem:
 
     def to_hash(self) -> dict[str, str]:
         """The hash fields; None is stored as "" (Redis has no null)."""
-        return {
-            "id": self.id,
-            "content": self.content,
-            "layer": self.layer,
-            "type": self.type,
-            "key": self.key or "",
-            "importance": str(self.importance),
-            "tokens": str(self.tokens),
-            "created_at": self.created_at or "",
-            "keywords": orjson.dumps(self.keywords).decode(),
-            **self.access_fields(),
-        }
+        return dict(zip(HASH_FIELDS, self.hash_values(), strict=True))
+
+    def hash_values(self) -> list[str]:
+        """The values of `to_hash`, in the order of HASH_FIELDS."""
+        return [
+            self.id,
+            self.content,
+            self.layer,
+            self.type,
+            self.key or "",
+            str(self.importance),
+            str(self.tokens),
+            self.created_at or "",
+            orjson.dumps(self.keywords).decode(),
+            *self._access_values(),
+        ]
 
     def access_fields(self) -> dict[str, str]:
         """The hash fields an access changes (see `HotLayer.touch`)."""
-        return {
-            "last_accessed_at": self.last_accessed_at or "",
-            "access_count": str(self.access_count),
-            "expires_at": self.expires_at or "",
-            "score": repr(float(self.score)),
-        }
+        return dict(zip(ACCESS_FIELDS, self._access_values(), strict=True))
+
+    def _access_values(self) -> list[str]:
+        return [
+            self.last_accessed_at or "",
+            str(self.access_count),
+            self.expires_at or "",
+            repr(float(self.score)),
+        ]
 
     @classmethod
     def from_hash(cls, item_id: str, data: dict[str, str]) -> HotItem:
