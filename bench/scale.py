@@ -638,7 +638,7 @@ def extrapolate(measured: dict[int, float], size: int) -> tuple[float, str]:
 
 # ---- one size -------------------------------------------------------------------------------
 def built(
-    size: int, base: Path, turns: list[str], kept: Path | None = None
+    size: int, base: Path, turns: list[str], kept: str | None = None
 ) -> tuple[Iterator[str], Path, dict[str, Any]]:
     """The corpus's memories (those after the store's), the folder of a store of `size` of
     them, and the row. With `kept` (`--stores`), a store built there before for the same
@@ -647,7 +647,7 @@ def built(
     folder = base / f"n{size}"
     row: dict[str, Any] = {"entries": size}
     mark = hashlib.sha256("\n".join(turns).encode()).hexdigest()[:12]
-    keep = kept / f"n{size}-{mark}" if kept is not None else None
+    keep = Path(kept) / f"n{size}-{mark}" if kept is not None else None
     done = keep.with_suffix(".json") if keep is not None else None
     if keep is not None and done is not None and done.exists():
         copy_store(keep, folder)
@@ -951,7 +951,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--profile", action="store_true", help="cProfile the adds and the daemon's ingest"
     )
     parser.add_argument(
-        "--stores", type=Path, default=None,
+        "--stores", default=None,
         help="folder keeping each built store, reused by later runs of the same size and data",
     )  # fmt: skip
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "scale.json"))
