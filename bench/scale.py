@@ -43,7 +43,7 @@ average is printed: on a shared machine every wall time stretches.
     python bench/scale.py [--sizes 1000,10000,100000] [--quick] [--adds 200] [--events 5000]
         [--gc-max 10000] [--exhaustive-max 10000] [--window 10]
         [--only all|maintenance|ingest]
-        [--profile] [--out bench/results/scale.json]
+        [--profile] [--stores DIR] [--out bench/results/scale.json]
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import cProfile
+import hashlib
 import io
 import itertools
 import json
@@ -636,19 +637,37 @@ def extrapolate(measured: dict[int, float], size: int) -> tuple[float, str]:
 
 
 # ---- one size -------------------------------------------------------------------------------
-def built(size: int, base: Path, turns: list[str]) -> tuple[Iterator[str], Path, dict[str, Any]]:
-    """The corpus's memories, the folder of a store of `size` of them, and the row."""
+def built(
+    size: int, base: Path, turns: list[str], kept: str | None = None
+) -> tuple[Iterator[str], Path, dict[str, Any]]:
+    """The corpus's memories (those after the store's), the folder of a store of `size` of
+    them, and the row. With `kept` (`--stores`), a store built there before for the same
+    size and corpus is copied instead of built again, and one built now is kept there."""
     source = speed.memories(turns, random.Random(size))
     folder = base / f"n{size}"
     row: dict[str, Any] = {"entries": size}
+    mark = hashlib.sha256("\n".join(turns).encode()).hexdigest()[:12]
+    keep = Path(kept) / f"n{size}-{mark}" if kept is not None else None
+    done = keep.with_suffix(".json") if keep is not None else None
+    if keep is not None and done is not None and done.exists():
+        copy_store(keep, folder)
+        for _ in range(size):
+            next(source)
+        row["build_s"] = json.loads(done.read_text())["build_s"]
+        log(f"{size}: copied from {keep} (built in {row['build_s']} s)")
+        return source, folder, row
     row["build_s"] = round(speed.build(folder, size, source), 1)
     log(f"{size}: built in {row['build_s']} s")
+    if keep is not None and done is not None:
+        shutil.rmtree(keep, ignore_errors=True)
+        copy_store(folder, keep)
+        done.write_text(json.dumps({"build_s": row["build_s"]}))  # written last: complete
     return source, folder, row
 
 
 def run_size(size: int, base: Path, turns: list[str], prompts: list[str],
              args: argparse.Namespace) -> dict[str, Any]:  # fmt: skip
-    source, folder, row = built(size, base, turns)
+    source, folder, row = built(size, base, turns, args.stores)
     pristine = copy_store(folder, base / f"n{size}-built")
     row.update(library(folder, size, source, prompts, args))
     log(f"{size}: library add p50 {row['add_ms']['p50']} ms, open {row['open_s']} s")
@@ -691,7 +710,7 @@ def maintenance(row: dict[str, Any], size: int, pristine: Path, base: Path,
 
 def maintenance_only(size: int, base: Path, turns: list[str], prompts: list[str],
                      args: argparse.Namespace) -> dict[str, Any]:  # fmt: skip
-    source, folder, row = built(size, base, turns)
+    source, folder, row = built(size, base, turns, args.stores)
     maintenance(row, size, folder, base, source, prompts, args)
     shutil.rmtree(folder)
     return row
@@ -700,7 +719,7 @@ def maintenance_only(size: int, base: Path, turns: list[str], prompts: list[str]
 def ingest_only(size: int, base: Path, turns: list[str], prompts: list[str],
                 args: argparse.Namespace) -> dict[str, Any]:  # fmt: skip
     """XADD->visible and durable ingest alone, on a store of `size`."""
-    source, folder, row = built(size, base, turns)
+    source, folder, row = built(size, base, turns, args.stores)
     with daemon(copy_store(folder, base / f"n{size}-visible")) as running:
         row["warm_s"] = running.warmed(args.warm_timeout)
         row["visible"] = xadd_visible(running.url, source, args.visible, args.visible_rate)
@@ -931,6 +950,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--profile", action="store_true", help="cProfile the adds and the daemon's ingest"
     )
+    parser.add_argument(
+        "--stores", default=None,
+        help="folder keeping each built store, reused by later runs of the same size and data",
+    )  # fmt: skip
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "scale.json"))
     args = parser.parse_args(argv)
     if args.quick:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 
 import mnemod
 from mnemod.clock import FixedClock
+from mnemod.domain.keywords import extract_keywords
 from mnemod.errors import CorruptIndexError, InvalidInputError, LockedError, NotFoundError
 from mnemod.files.journal import read_jsonl, story
 from mnemod.files.l2_markdown import parse_l2
@@ -53,6 +55,42 @@ def test_typescript_dedup_returns_the_survivor(store: mnemod.Store, clock: Fixed
     assert second.content == "User likes TypeScript a lot"
     assert len(store.list()) == 1
     assert len(second.merged_from) == 1
+
+
+def test_merges_leave_the_lookups_as_a_rebuild_makes_them(
+    tmp_path: Path, clock: FixedClock
+) -> None:
+    """A survivor whose words a merge kept is not indexed again; one whose words changed
+    is: either way every lookup answers as on the store reopened, its lookups built anew."""
+    texts = [
+        "User likes TypeScript a lot",
+        "User likes TypeScript",  # a subset of the survivor's words: they stay
+        "User likes TypeScript and Rust",  # more words: indexed again
+        "The user's dog is called Bao",
+        "The user's dog is called Bao Bao",
+        "User lives in Taipei near the river",
+    ]
+    with reopen(tmp_path, clock) as store:
+        for text in texts:
+            clock.advance(timedelta(minutes=1))
+            store.add(text)
+        assert len(store.list()) < len(texts)
+        live = lookups(store.engine, [*texts, "User likes Rust", "Taipei river"])
+    assert any(live)
+    with reopen(tmp_path, clock) as again:
+        assert lookups(again.engine, [*texts, "User likes Rust", "Taipei river"]) == live
+
+
+def lookups(engine: Engine, texts: list[str]) -> list[tuple[str, float] | None]:
+    """What `engine.similar` finds for an entry of each text, as (id, score)."""
+    model = next(iter(engine.entries.values()))
+    found: list[tuple[str, float] | None] = []
+    for n, text in enumerate(texts):
+        words = extract_keywords(text, engine.config.limits.max_keywords)
+        probe = replace(model, id=f"probe{n}", content=text, keywords=tuple(words), merged_from=())
+        match = engine.similar(probe)
+        found.append(None if match is None else (match[0].id, round(match[1], 6)))
+    return found
 
 
 def test_chinese_and_japanese_memories_are_found_and_deduplicated(store: mnemod.Store) -> None:

@@ -137,6 +137,45 @@ def test_a_batch_sends_one_command_per_keyword_set(
     assert redis_client.smembers(KEYS.kw("taipei")) == {"A0", "A1", "A2"}
 
 
+def evalsha_calls(client: redis.Redis) -> int:
+    return int(client.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
+
+
+def test_a_batch_of_items_this_layer_wrote_is_one_script_call(
+    hot: HotLayer, redis_client: redis.Redis
+) -> None:
+    """Planned from what the layer wrote last: nothing is read before the write."""
+    hot.apply([item("A1"), item("B2", key="b")], [])
+    before = evalsha_calls(redis_client)
+    hot.apply([item("A1", keywords=("zone",)), item("C3", keywords=("gamma",))], ["B2"])
+    assert evalsha_calls(redis_client) - before == 1
+    state = snapshot(redis_client)
+    assert "mnemod:{ns}:kw:taipei" not in state
+    assert "mnemod:{ns}:key:b" not in state
+    assert state["mnemod:{ns}:kw:zone"] == {"A1"}
+    assert redis_client.zrange(KEYS.layer("l3"), 0, -1) == ["A1", "C3"]
+
+
+def test_items_another_writer_left_are_replaced_and_removed_whole(
+    hot: HotLayer, redis_client: redis.Redis
+) -> None:
+    """A layer that never wrote an item (a restart that kept Redis's) takes it as absent;
+    the script finds it there, writes nothing, and the batch is planned again from what
+    it holds."""
+    hot.apply([item("A1", key="user.tz"), item("B2", keywords=("beta",), key="b")], [])
+    fresh = HotLayer(redis_client, KEYS)
+    before = evalsha_calls(redis_client)
+    assert fresh.apply([item("A1", keywords=("zone",))], ["B2"]) == 1
+    assert evalsha_calls(redis_client) - before == 2
+    state = snapshot(redis_client)
+    assert set(state) == {
+        "mnemod:{ns}:m:A1",
+        "mnemod:{ns}:hot",
+        "mnemod:{ns}:kw:zone",
+    }
+    assert fresh.remove("B2") is False
+
+
 def test_remove_drops_everything(hot: HotLayer, redis_client: redis.Redis) -> None:
     hot.put(item("A1", key="user.tz"))
     hot.put(item("B2", keywords=("timezone",)))

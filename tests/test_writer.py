@@ -147,6 +147,21 @@ def test_a_failed_commit_leaves_its_events_for_the_next(
     assert on_disk(writer) == ["A fact worth keeping", "Another fact, sent meanwhile"]
 
 
+def test_a_backlog_is_read_in_larger_batches_and_a_trickle_in_small_ones(
+    writer: Writer, redis_client: RedisClient
+) -> None:
+    """The clock stands still, so every batch is quick: the count doubles while reads
+    come back full, and falls back to `daemon.batch_size` (200) after one that does not."""
+    pipe = redis_client.pipeline(transaction=False)
+    for n in range(1000):
+        pipe.xadd(KEYS.events, {"op": "add", "data": json.dumps({"content": f"fact {n} kept"})})
+    pipe.execute()
+    applied = [writer.step(1).applied for _ in range(6)]
+    assert [n for n in applied if n] == [200, 400, 400]
+    assert writer.batch.count == 200
+    assert pending(redis_client) == 0
+
+
 def test_failed_commits_are_tried_again_less_and_less_often(
     writer: Writer, redis_server: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -82,10 +82,9 @@ def lazy_token_counter(name: str = "cl100k_base") -> TokenCounter:
 
 
 def _encoder(encoding: Any) -> Callable[[str], list[int]]:
-    def encode(text: str) -> list[int]:
-        tokens: list[int] = encoding.encode(text, disallowed_special=())
-        return tokens
-
+    """Special tokens' text counted as ordinary text (tiktoken's `encode_ordinary`, the
+    same as `encode(text, disallowed_special=())` without its checks of the sets)."""
+    encode: Callable[[str], list[int]] = encoding.encode_ordinary
     return encode
 
 

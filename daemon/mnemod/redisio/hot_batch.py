@@ -1,19 +1,26 @@
-"""One batch of the hot layer's puts and removals as two script calls: one reads what each
-item holds now, the other checks that nothing changed since and writes the whole batch.
+"""One batch of the hot layer's puts and removals as one script call, which checks that
+every item it replaces or removes holds what the batch was planned from, then writes it.
+
+The writer plans from what it wrote last (`HotLayer` remembers each item's stored keywords
+and label; an item it never wrote is taken as absent). When Redis holds something else (a
+restart that kept the layer, a hand edit, lost data) the script writes nothing and answers
+with what it found, and the batch is planned again from that.
 
 A script runs alone, so an agent never sees an item without its index entries (what the
-MULTI/EXEC of `HotLayer` promised). Both calls take every key they touch as a key (a
-cluster routes them and refuses nothing), and each is one command for redis-py: a
-pipeline of the same commands cost some 13 µs of the daemon's CPU per command, ~8 an
-added memory, more than the rest of its hot-layer work.
+MULTI/EXEC of `HotLayer` promised). The call takes every key it touches as a key (a cluster
+routes it and refuses nothing). The batch goes as one JSON argument, keys named by their
+position among the keys: redis-py packed each argument of a command for some 0.15 µs of the
+daemon's CPU, and a batch of 200 adds had 15,000 of them.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, cast
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
 
+import orjson
 import redis
 
 from mnemod.redisio.change_feed import FencedOut
@@ -23,177 +30,209 @@ if TYPE_CHECKING:
     from mnemod.redisio.hot_layer import HotItem
 
 LAYERS = tuple(LAYER_SETS)
-Stored = list["str | None"]
-"""What an item's hash holds now: its keywords (JSON) and label, each None when absent."""
+Stored = tuple["str | None", "str | None"]
+"""What an item's hash holds: its keywords (JSON) and label, each None when absent."""
+ABSENT: Stored = (None, None)
+ACCESS_FIELDS = ("last_accessed_at", "access_count", "expires_at", "score")
+HASH_FIELDS = (
+    "id",
+    "content",
+    "layer",
+    "type",
+    "key",
+    "importance",
+    "tokens",
+    "created_at",
+    "keywords",
+    *ACCESS_FIELDS,
+)
+"""An item hash's fields (docs/redis-keys.md), in the order of `HotItem.hash_values`; the
+last four are those an access changes."""
+_FIELD_NAMES = json.dumps(HASH_FIELDS)
+_KEYWORDS_AT, _SCORE_AT = HASH_FIELDS.index("keywords"), HASH_FIELDS.index("score")
 
-# KEYS: the item hashes. Per hash: its keywords and label (nil when absent), 1 if it exists.
-_READ = """
-local out = {}
-for i = 1, #KEYS do
-  local stored = redis.call('hmget', KEYS[i], 'keywords', 'key')
-  out[i] = {stored[1], stored[2], redis.call('exists', KEYS[i])}
-end
-return out
-"""
-
-# KEYS: every key the batch writes, then the lease's when fenced. ARGV: the owner the lease
-# may name ("" for no fence); how many hashes are checked; per hash its name and the keywords
-# and label `_READ` found ("" for none); then the commands: name, how many arguments, the
-# arguments. `delif` takes pairs (label key, id): the label goes only while it names that
-# item. Returns 0, having written nothing, when a hash changed since it was read, and the
-# lease's holder when another owner holds it.
-_APPLY = """
+# KEYS: every key the batch reads or writes, then the lease's when fenced. ARGV: the owner
+# the lease may name ("" for no fence); the hash field names (JSON); the batch (JSON): a list
+# of, in this order, the checks {hash, keywords, label} ("" for none), the items to put and
+# those to remove (their hashes are deleted first), the labels to delete while they name an
+# item {label, id}, then per command its lists {key, arguments}: ZREM, SREM, HSET (the
+# values of the fields named), ZADD, SADD, SET. Keys are given by their position in KEYS.
+# Returns {'lease', holder} when another owner holds the lease; {'changed', keywords,
+# label, ...} (per check, "" for none), having written nothing, when a hash holds other
+# than its check says; else {'ok', how many of the items removed existed}.
+_WRITE = """
 if ARGV[1] ~= '' then
   local holder = redis.call('get', KEYS[#KEYS])
-  if holder and holder ~= ARGV[1] then return holder end
+  if holder and holder ~= ARGV[1] then return {'lease', holder} end
 end
-local at = 3
-for _ = 1, tonumber(ARGV[2]) do
-  local stored = redis.call('hmget', ARGV[at], 'keywords', 'key')
-  if (stored[1] or '') ~= ARGV[at + 1] or (stored[2] or '') ~= ARGV[at + 2] then
-    return 0
+local fields = cjson.decode(ARGV[2])
+local b = cjson.decode(ARGV[3])
+local found, changed = {'changed'}, false
+for _, c in ipairs(b[1]) do
+  local stored = redis.call('hmget', KEYS[c[1]], 'keywords', 'key')
+  local words, label = stored[1] or '', stored[2] or ''
+  if words ~= c[2] or label ~= c[3] then changed = true end
+  found[#found + 1] = words
+  found[#found + 1] = label
+end
+if changed then return found end
+local function named(list)
+  local out = {}
+  for i, at in ipairs(list) do out[i] = KEYS[at] end
+  return out
+end
+if #b[2] > 0 then redis.call('del', unpack(named(b[2]))) end
+local existed = 0
+if #b[3] > 0 then existed = redis.call('del', unpack(named(b[3]))) end
+for _, p in ipairs(b[4]) do
+  if redis.call('get', KEYS[p[1]]) == p[2] then redis.call('del', KEYS[p[1]]) end
+end
+for _, c in ipairs(b[5]) do redis.call('zrem', KEYS[c[1]], unpack(c[2])) end
+for _, c in ipairs(b[6]) do redis.call('srem', KEYS[c[1]], unpack(c[2])) end
+for _, c in ipairs(b[7]) do
+  local flat = {}
+  for i, value in ipairs(c[2]) do
+    flat[2 * i - 1] = fields[i]
+    flat[2 * i] = value
   end
-  at = at + 3
+  redis.call('hset', KEYS[c[1]], unpack(flat))
 end
-while at <= #ARGV do
-  local name, count = ARGV[at], tonumber(ARGV[at + 1])
-  if name == 'delif' then
-    for i = at + 2, at + 1 + count, 2 do
-      if redis.call('get', ARGV[i]) == ARGV[i + 1] then redis.call('del', ARGV[i]) end
-    end
-  elseif count > 0 then
-    redis.call(name, unpack(ARGV, at + 2, at + 1 + count))
-  end
-  at = at + 2 + count
-end
-return 1
+for _, c in ipairs(b[8]) do redis.call('zadd', KEYS[c[1]], unpack(c[2])) end
+for _, c in ipairs(b[9]) do redis.call('sadd', KEYS[c[1]], unpack(c[2])) end
+for _, p in ipairs(b[10]) do redis.call('set', KEYS[p[1]], p[2]) end
+return {'ok', existed}
 """
+
+
+@dataclass(frozen=True)
+class Written:
+    """A batch Redis took: how many of its removed items existed."""
+
+    existed: int
+
+
+@dataclass(frozen=True)
+class Changed:
+    """A batch Redis did not take: what each checked hash holds, to plan it again from."""
+
+    stored: list[Stored]
 
 
 class BatchScripts:
-    """The two scripts, registered once per client."""
+    """The script, registered once per client."""
 
     def __init__(self, client: redis.Redis) -> None:
-        self._read = client.register_script(_READ)
-        self._apply = client.register_script(_APPLY)
+        self._write = client.register_script(_WRITE)
 
-    def read(self, item_keys: Sequence[str]) -> tuple[list[Stored], list[int]]:
-        """What each item holds now, and whether it exists."""
-        replies = cast(list[list["str | int | None"]], self._read(keys=list(item_keys)))
-        olds = [cast(Stored, reply[:2]) for reply in replies]
-        return olds, [int(reply[2] or 0) for reply in replies]
-
-    def apply(
-        self,
-        batch: Batch,
-        item_keys: Sequence[str],
-        olds: Sequence[Stored],
-        fence: tuple[str, str] | None = None,
-    ) -> bool:
-        """Write `batch`, planned from `olds`; False when an item changed since (nothing
-        written: read again and plan again). `fence` (the lease's key, its owner): nothing
-        is written while another owner holds the lease (FencedOut)."""
-        checks: list[str] = []
-        for name, old in zip(item_keys, olds, strict=True):
-            checks += [name, old[0] or "", old[1] or ""]
+    def apply(self, batch: Batch, fence: tuple[str, str] | None = None) -> Written | Changed:
+        """Write `batch` if every item holds what it was planned from. `fence` (the
+        lease's key, its owner): nothing is written while another owner holds the lease
+        (FencedOut)."""
         owner = fence[1] if fence is not None else ""
-        args: list[str | int | float] = [
-            owner,
-            len(item_keys),
-            *checks,
-            *batch.commands(item_keys),
-        ]
-        keys = batch.key_names(item_keys) + ([fence[0]] if fence is not None else [])
-        reply = self._apply(keys=keys, args=args)
-        if isinstance(reply, str):  # every client decodes replies (redisio.connection)
-            raise FencedOut(f"the lease is {reply}'s, not {owner}'s")
-        return bool(reply)
+        body = orjson.dumps(batch.body())  # names every key it uses
+        keys = batch.key_names + ([fence[0]] if fence is not None else [])
+        args: list[str | bytes] = [owner, batch.fields, body]
+        reply = cast(list[Any], self._write(keys=keys, args=args))
+        if reply[0] == "lease":
+            raise FencedOut(f"the lease is {reply[1]}'s, not {owner}'s")
+        if reply[0] == "changed":
+            values = [value or None for value in reply[1:]]
+            return Changed([(values[i], values[i + 1]) for i in range(0, len(values), 2)])
+        return Written(int(reply[1]))
 
 
 class Batch:
     """The commands of one batch, grouped by key: one SREM or SADD per keyword set, one ZREM
-    and ZADD per layer, one DEL for the items, one HSET per item and one SET per label.
-    Every put and removal of the batch touches the same few common-word sets: a command per
-    item and word was most of a batch's work (about 50 an added memory), for the same
-    effect."""
+    and ZADD per layer, one HSET per item and one SET per label. Every put and removal of
+    the batch touches the same few common-word sets: a command per item and word was most
+    of a batch's work (about 50 an added memory), for the same effect."""
 
     def __init__(self, keys: Keys) -> None:
         self.keys = keys
+        self._at: dict[str, int] = {}  # key name -> its position in KEYS (from 1)
+        self.key_names: list[str] = []
+        self.fields = _FIELD_NAMES
+        self.checks: list[tuple[int, str, str]] = []
+        self.put_keys: list[int] = []
+        self.removed_keys: list[int] = []
         self.gone_labels: list[tuple[str, str]] = []  # label keys and the item they may name
         self.labels: dict[str, str] = {}
-        self.hashes: list[tuple[str, dict[str, str]]] = []
+        self.hashes: list[tuple[int, list[str]]] = []
         self.layer_del: dict[str, list[str]] = {layer: [] for layer in LAYERS}
-        self.layer_add: dict[str, dict[str, float]] = {layer: {} for layer in LAYERS}
+        self.layer_add: dict[str, list[str]] = {layer: [] for layer in LAYERS}
+        # by keyword (not by key, which each distinct word of the batch is named once for)
         self.term_del: dict[str, list[str]] = {}
         self.term_add: dict[str, list[str]] = {}
+        self.stored: dict[str, Stored] = {}  # what each put item holds once written
+
+    def _key(self, name: str) -> int:
+        at = self._at.get(name)
+        if at is None:
+            self.key_names.append(name)
+            at = self._at[name] = len(self.key_names)
+        return at
 
     def plan(
         self, puts: Sequence[HotItem], removals: Sequence[str], olds: Sequence[Stored]
     ) -> Batch:
-        keys = self.keys
+        """The commands that turn `olds` (what each put, then each removal, holds now)
+        into the batch's items."""
+        keys, term_add, term_del = self.keys, self.term_add, self.term_del
         for item, old in zip(puts, olds, strict=False):
-            new_terms = {keys.kw(t) for t in item.keywords if t}
-            for term_key in {keys.kw(t) for t in stored_keywords(old[0]) if t} - new_terms:
-                self.term_del.setdefault(term_key, []).append(item.id)
+            item_id = item.id
+            at = self._key(keys.item(item_id))
+            self.checks.append((at, old[0] or "", old[1] or ""))
+            self.put_keys.append(at)
+            new_terms = set(item.keywords)
+            if old[0]:
+                for term in set(stored_keywords(old[0])) - new_terms:
+                    term_del.setdefault(term, []).append(item_id)
             old_label = old[1]
             if old_label and old_label != item.key:
-                self.gone_labels.append((keys.key(old_label), item.id))
-            self.hashes.append((keys.item(item.id), item.to_hash()))
-            for layer in LAYERS:
+                self.gone_labels.append((keys.key(old_label), item_id))
+            values = item.hash_values()
+            self.hashes.append((at, values))
+            self.stored[item_id] = (values[_KEYWORDS_AT], item.key)
+            for layer, ids in self.layer_del.items():
                 if layer != item.layer:
-                    self.layer_del[layer].append(item.id)
-            self.layer_add[item.layer][item.id] = float(item.score)
-            for term_key in new_terms:
-                self.term_add.setdefault(term_key, []).append(item.id)
+                    ids.append(item_id)
+            self.layer_add[item.layer] += (values[_SCORE_AT], item_id)
+            for term in new_terms:
+                term_add.setdefault(term, []).append(item_id)
             if item.key:
-                self.labels[keys.key(item.key)] = item.id
+                self.labels[keys.key(item.key)] = item_id
         for item_id, old in zip(removals, olds[len(puts) :], strict=True):
-            for layer in LAYERS:
-                self.layer_del[layer].append(item_id)
-            for term_key in {keys.kw(t) for t in stored_keywords(old[0]) if t}:
-                self.term_del.setdefault(term_key, []).append(item_id)
+            at = self._key(keys.item(item_id))
+            self.checks.append((at, old[0] or "", old[1] or ""))
+            self.removed_keys.append(at)
+            for ids in self.layer_del.values():
+                ids.append(item_id)
+            for term in set(stored_keywords(old[0])):
+                term_del.setdefault(term, []).append(item_id)
             label = old[1]
             if label:
                 self.gone_labels.append((keys.key(label), item_id))
         return self
 
-    def commands(self, item_keys: Sequence[str]) -> list[str | int | float]:
-        """The commands for `_APPLY`. Deletions first: a label one item leaves and another
-        takes ends with the other, whatever their order in the batch."""
-        out: list[str | int | float] = ["del", len(item_keys), *item_keys]
-        gone = [(k, i) for k, i in self.gone_labels if k not in self.labels]
-        out += ["delif", 2 * len(gone), *(part for pair in gone for part in pair)]
-        for layer, ids in self.layer_del.items():
-            if ids:
-                out += ["zrem", 1 + len(ids), self.keys.layer(layer), *ids]
-        for term_key in sorted(self.term_del):
-            ids = self.term_del[term_key]
-            out += ["srem", 1 + len(ids), term_key, *ids]
-        for name, fields in self.hashes:
-            out += ["hset", 1 + 2 * len(fields), name]
-            for pair in fields.items():
-                out += pair
-        for layer, scores in self.layer_add.items():
-            if scores:
-                out += ["zadd", 1 + 2 * len(scores), self.keys.layer(layer)]
-                for item_id, score in scores.items():
-                    out += (score, item_id)
-        for term_key in sorted(self.term_add):
-            ids = self.term_add[term_key]
-            out += ["sadd", 1 + len(ids), term_key, *ids]
-        for name, item_id in self.labels.items():  # SET: the daemon's ACL has no MSET
-            out += ["set", 2, name, item_id]
-        return out
-
-    def key_names(self, item_keys: Sequence[str]) -> list[str]:
-        """Every key `commands` writes or reads."""
-        found = dict.fromkeys(item_keys)
-        found.update(dict.fromkeys(k for k, _ in self.gone_labels))
-        found.update(dict.fromkeys(self.keys.layer(layer) for layer in LAYERS))
-        found.update(dict.fromkeys(self.term_del))
-        found.update(dict.fromkeys(self.term_add))
-        found.update(dict.fromkeys(self.labels))
-        return list(found)
+    def body(self) -> list[Any]:
+        """The batch for the script (see `_WRITE`). A label one item leaves and another
+        takes ends with the other, whatever their order in the batch. Two words one key
+        name stands for (cut to MAX_TERM_CHARS) are two commands on it, removals first."""
+        key = self._key
+        gone = [(key(k), i) for k, i in self.gone_labels if k not in self.labels]
+        layer, kw = self.keys.layer, self.keys.kw
+        return [
+            self.checks,
+            self.put_keys,
+            self.removed_keys,
+            gone,
+            [(key(layer(n)), ids) for n, ids in self.layer_del.items() if ids],
+            [(key(kw(t)), ids) for t, ids in sorted(self.term_del.items()) if t],
+            self.hashes,
+            [(key(layer(n)), pairs) for n, pairs in self.layer_add.items() if pairs],
+            [(key(kw(t)), ids) for t, ids in sorted(self.term_add.items()) if t],
+            [(key(k), i) for k, i in self.labels.items()],
+        ]
 
 
 def stored_keywords(raw: str | None) -> list[str]:

@@ -2,9 +2,9 @@
 
 An item and its index entries (layer sorted set, `kw:<term>` sets, `key:<label>` string)
 change together in one script (redisio.hot_batch), so an agent never sees an item without
-its index entries, nor index entries pointing at a vanished item. Replacing an item reads
-its stored version first (the script that writes checks it is still so) and drops the
-keywords and key label it no longer has.
+its index entries, nor index entries pointing at a vanished item. Replacing an item drops
+the keywords and key label its stored version has and it no longer has; the stored version
+is taken to be what this layer wrote last, which the script checks.
 
 Every key here is a cache of the files. One that something else overwrote with another
 type of value (a `kw:<term>` set turned into a string) would fail each write with
@@ -14,11 +14,11 @@ WRONGTYPE, at every restart too: it is deleted, said in the log, and the write d
 from __future__ import annotations
 
 import itertools
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import cast
 
+import orjson
 import redis
 import structlog
 
@@ -26,7 +26,17 @@ from mnemod.clock import format_time
 from mnemod.domain.model import Entry
 from mnemod.errors import InvalidInputError
 from mnemod.redisio.connection import wrong_type
-from mnemod.redisio.hot_batch import LAYERS, Batch, BatchScripts, stored_keywords
+from mnemod.redisio.hot_batch import (
+    ABSENT,
+    ACCESS_FIELDS,
+    HASH_FIELDS,
+    LAYERS,
+    Batch,
+    BatchScripts,
+    Stored,
+    Written,
+    stored_keywords,
+)
 from mnemod.redisio.keys import LAYER_SETS, Keys
 
 log = structlog.get_logger("mnemod.redis")
@@ -79,27 +89,34 @@ class HotItem:
 
     def to_hash(self) -> dict[str, str]:
         """The hash fields; None is stored as "" (Redis has no null)."""
-        return {
-            "id": self.id,
-            "content": self.content,
-            "layer": self.layer,
-            "type": self.type,
-            "key": self.key or "",
-            "importance": str(self.importance),
-            "tokens": str(self.tokens),
-            "created_at": self.created_at or "",
-            "keywords": json.dumps(list(self.keywords), ensure_ascii=False),
-            **self.access_fields(),
-        }
+        return dict(zip(HASH_FIELDS, self.hash_values(), strict=True))
+
+    def hash_values(self) -> list[str]:
+        """The values of `to_hash`, in the order of HASH_FIELDS."""
+        return [
+            self.id,
+            self.content,
+            self.layer,
+            self.type,
+            self.key or "",
+            str(self.importance),
+            str(self.tokens),
+            self.created_at or "",
+            orjson.dumps(self.keywords).decode(),
+            *self._access_values(),
+        ]
 
     def access_fields(self) -> dict[str, str]:
         """The hash fields an access changes (see `HotLayer.touch`)."""
-        return {
-            "last_accessed_at": self.last_accessed_at or "",
-            "access_count": str(self.access_count),
-            "expires_at": self.expires_at or "",
-            "score": repr(float(self.score)),
-        }
+        return dict(zip(ACCESS_FIELDS, self._access_values(), strict=True))
+
+    def _access_values(self) -> list[str]:
+        return [
+            self.last_accessed_at or "",
+            str(self.access_count),
+            self.expires_at or "",
+            repr(float(self.score)),
+        ]
 
     @classmethod
     def from_hash(cls, item_id: str, data: dict[str, str]) -> HotItem:
@@ -164,6 +181,9 @@ class HotLayer:
         self.owner = owner
         self._touch = client.register_script(_TOUCH)
         self._scripts = BatchScripts(client)
+        # each item's keywords and label as this layer last wrote them (hot_batch plans
+        # from them); at most the items in Redis, a few hundred bytes each
+        self._stored: dict[str, Stored] = {}
 
     # -- writes --------------------------------------------------------------------------
     def put(self, item: HotItem) -> None:
@@ -338,17 +358,23 @@ class HotLayer:
 
     def _apply_once(self, puts: Sequence[HotItem], removals: Sequence[str]) -> int:
         """One script call for a batch (redisio.hot_batch); returns how many removed items
-        existed. The stored versions are read first and checked by the writing script, so
-        a change between the two plans the batch again."""
-        item_keys = [self.keys.item(i.id) for i in puts] + [self.keys.item(r) for r in removals]
-        if not item_keys:
+        existed. It is planned from what this layer wrote last; when Redis holds other
+        than that, from what the script found (and called again)."""
+        ids = [item.id for item in puts] + list(removals)
+        if not ids:
             return 0
+        olds = [self._stored.get(item_id, ABSENT) for item_id in ids]
+        fence = (self.keys.lease, self.owner) if self.owner is not None else None
         while True:
-            olds, present = self._scripts.read(item_keys)
             batch = Batch(self.keys).plan(puts, removals, olds)
-            fence = (self.keys.lease, self.owner) if self.owner is not None else None
-            if self._scripts.apply(batch, item_keys, olds, fence):
-                return sum(present[len(puts) :])
+            reply = self._scripts.apply(batch, fence)
+            if isinstance(reply, Written):
+                break
+            olds = reply.stored
+        self._stored.update(batch.stored)
+        for item_id in removals:
+            self._stored.pop(item_id, None)
+        return reply.existed
 
     def _sweep_indexes(self, desired: dict[str, HotItem]) -> int:
         """Drop index entries no desired item accounts for (left by a crash mid-rebuild or a

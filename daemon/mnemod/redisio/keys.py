@@ -8,6 +8,7 @@ legal on a cluster. docs/redis-keys.md documents the same table; a test keeps th
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from mnemod.errors import InvalidInputError
 
@@ -37,9 +38,10 @@ class Keys:
         if not self.namespace or any(c in self.namespace for c in "{}:"):
             raise InvalidInputError("namespace", "must be non-empty without '{', '}' or ':'")
 
-    @property
+    @cached_property
     def base(self) -> str:
-        """`mnemod:{ns}` — the start of every key of this namespace."""
+        """`mnemod:{ns}` — the start of every key of this namespace (made once: the hot
+        layer names a dozen keys an item)."""
         return f"{self.prefix}:{{{self.namespace}}}"
 
     # -- streams and channels agents talk through -------------------------------------

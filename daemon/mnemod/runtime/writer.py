@@ -34,6 +34,7 @@ from mnemod.redisio.events import Event, is_applied, parse_event
 from mnemod.redisio.keys import Keys
 from mnemod.redisio.streams import EventStream, GroupMissingError
 from mnemod.runtime import bookkeeping, maintenance
+from mnemod.runtime.batching import BatchSize
 from mnemod.runtime.bookkeeping import Bookkeeping, Settler
 from mnemod.runtime.commands import Command
 from mnemod.runtime.feed_publisher import FeedPublisher
@@ -96,6 +97,7 @@ class Writer:
         self.hot = hot
         self.metrics = metrics
         self.rpc = rpc
+        self.batch = BatchSize(config.daemon.batch_size)  # events a read takes
         self.unacked: list[str] = []  # applied (or skipped), not yet acknowledged
         self.hot_pending: dict[str, str] = {}  # changes Redis has not taken yet
         self.books = Bookkeeping(engine, hot, rpc, self.publish)
@@ -134,8 +136,9 @@ class Writer:
 
     # ---- the loop body -----------------------------------------------------------------
     def step(self, block_ms: int) -> BatchResult:
-        """Read one batch of events and requests, apply it, sync the hot layer; with none
-        waiting, a slice of the bookkeeping (runtime.bookkeeping)."""
+        """Read one batch of events and requests (as many as `batch` says: more while a
+        burst waits), apply it, sync the hot layer; with none waiting, a slice of the
+        bookkeeping (runtime.bookkeeping)."""
         streams = dict(self.read_from)
         if self.commits.failing:
             del streams[self.keys.events]  # no more events until the log takes the last
@@ -146,13 +149,14 @@ class Writer:
         if (self._checkpoint is not None or self.commits.failing) and wait is not None:
             wait = min(SAVE_POLL_MS if self._checkpoint is not None else 100, wait)
         try:
-            batches = self.stream.read(CONSUMER, streams, self.config.daemon.batch_size, wait)
+            batches = self.stream.read(CONSUMER, streams, self.batch.count, wait)
         except GroupMissingError as exc:
             log.warning("events.group_missing", stream=self.keys.events, error=str(exc))
             self.ensure_groups()
             self.groups_recreated = True  # Redis may have lost its data: the daemon checks
             return BatchResult()
         began = maintenance.started()
+        read_at = self.clock.monotonic()
         result = BatchResult()
         got: dict[str, int] = {}
         if not any(messages for _, messages in batches):
@@ -189,6 +193,9 @@ class Writer:
                 self.books.run(bookkeeping.CATCH_UP_SECONDS)
             if busy and self.maintenance.starved:
                 self.maintenance.run(maintenance.CATCH_UP_SECONDS)
+        if self.keys.events in streams:
+            took = self.clock.monotonic() - read_at
+            self.batch.taken(got.get(self.keys.events, 0), took, self.config.daemon.batch_size)
         maintenance.note_stall("step", began)
         return result
 

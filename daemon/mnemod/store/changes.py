@@ -185,14 +185,14 @@ def fold(
     texts = {"older": copy.copy(survivor), "newer": folded}
     for role, reason in decision.archive:
         engine.archive(texts[role], reason, now, by)
-    engine.unindex(survivor)
     if folded.id in engine.entries:
         engine.drop(folded)
+    words = _indexed(survivor)
     merge_into(survivor, folded, now, decision)
     survivor.expires_at = retention.expires_at(engine.config.ttl, survivor)
     for old_id in [folded.id, *folded.merged_from]:
         engine.lookup.alias(old_id, survivor.id)
-    engine.index(survivor)
+    engine.reindex(survivor, words=_indexed(survivor) != words)
     engine.record(
         now, "merge", survivor.id, by, merged=[folded.id], kind=decision.kind.value,
         **detail,
@@ -216,6 +216,11 @@ def take_edit(engine: Engine, edit: Edit, now: datetime) -> None:
             engine.archive(gone, f"deleted from {edit.type}.md", now, "person")
             engine.record(now, "remove", entry_id, "person", file=f"{edit.type}.md")
             engine.touched(entry_id, "remove")
+
+
+def _indexed(entry: Entry) -> tuple[str, tuple[str, ...], str | None]:
+    """What the lookup indexes an entry by (its words under its type, and its key)."""
+    return entry.type, entry.keywords, entry.key
 
 
 def keywords_for(engine: Engine, content: str, given: list[str] | None) -> tuple[str, ...]:

@@ -415,6 +415,17 @@ class Engine:
         if self._gc_index is not None:
             self._gc_index.add(entry)
 
+    def reindex(self, entry: Entry, words: bool) -> None:
+        """An L3 entry changed in place (a merge): into the lookups again, its words only
+        when they changed (`words`): re-posting a survivor's unchanged words took 4 % of an
+        add at 100,000 memories. GC's index takes it either way (its pair rule reads more
+        than the words)."""
+        if words:
+            self.unindex(entry)
+            self.index(entry)
+        elif self._gc_index is not None:
+            self._gc_index.add(entry)
+
     def unindex(self, entry: Entry) -> None:
         self.lookup.discard(entry)
         if self._gc_index is not None:
