@@ -135,18 +135,19 @@ class KeywordIndex:
 
     Each entry's distinct words are kept in one global order, rarest first (by their
     frequency when the order was last fixed; words met since come first, by spelling),
-    and only its first `posted_length` words are posted, each with the set's size and the
-    word's position in it (see `candidates`). A posting list is two arrays sorted by
-    (size, position): 12 bytes an entry, where a dict used as a set takes 40-70."""
+    and only its first `posted_length` words are posted, by the set's size and with the
+    word's position in it (see `candidates`). A posting list is, for each size, two arrays
+    sorted by position: 12 bytes an entry, where a dict used as a set takes 40-70; a lookup
+    goes straight to each size it reads."""
 
     def __init__(
         self, floor: float, entries: Iterable[Entry] = (), reweigh_at: float = REWEIGH_AT
     ) -> None:
         self.floor = floor
         self.reweigh_at = reweigh_at
-        # (type, word) -> codes (set size << 32 | the word's position in it, from 1), sorted,
+        # (type, word) -> set size -> the word's positions in the sets (from 1), sorted,
         # and the entry ids in the same order
-        self._postings: dict[tuple[str, str], tuple[array[int], list[str]]] = {}
+        self._postings: dict[tuple[str, str], dict[int, tuple[array[int], list[str]]]] = {}
         self._rank: dict[tuple[str, str], int] = {}  # the global order, as fixed last
         self._words: dict[str, tuple[str, ...]] = {}  # distinct, in the global order
         self._kinds: dict[str, str] = {}
@@ -352,14 +353,14 @@ class KeywordIndex:
         ordered = tuple(words) if in_order else self._ordered(words, kind)
         size = len(ordered)
         ratio = floor / (1 + floor)
-        # each size m: m, how many of our words to read (falls as m grows), codes up to
-        # the furthest position a meeting can have in theirs, whether one meeting suffices
+        # each size m: m, how many of our words to read (falls as m grows), the furthest
+        # position a meeting can have in theirs, whether one meeting suffices
         sizes: list[tuple[int, int, int, bool]] = []
         largest = size if no_larger else int(size / floor + SLACK)
         for m in range(max(1, math.ceil(floor * size - SLACK)), largest + 1):
             need = math.ceil(ratio * (size + m) - SLACK)
             ell = min(2, need)
-            sizes.append((m, size - need + ell, (m << 32) | (m - need + ell), ell == 1))
+            sizes.append((m, size - need + ell, m - need + ell, ell == 1))
         if not sizes:
             return []
         seen: set[str] = set()  # met at one of our words so far
@@ -367,28 +368,26 @@ class KeywordIndex:
         once: set[str] = set()  # met where one meeting suffices
         postings = self._postings
         for first, word in enumerate(ordered[: sizes[0][1]], start=1):
-            posting = postings.get((kind, word))
-            if posting is None:
+            by_size = postings.get((kind, word))
+            if by_size is None:
                 continue
-            codes, ids = posting
-            low, end = bisect_left(codes, sizes[0][0] << 32), len(codes)
             for m, reach, last, single in sizes:
-                if first > reach or low == end:
+                if first > reach:
                     break
-                code = codes[low]
-                if code >> 32 != m:  # none of size m
+                posting = by_size.get(m)
+                if posting is None:
                     continue
-                if code <= last:
-                    high = bisect_right(codes, last, low)
-                    met = ids[low:high]
-                    if single:
-                        once.update(met)
-                    else:  # an entry is posted once under a word: met at an earlier one
-                        twice.update(seen.intersection(met))
-                        if first < reach:  # else no second meeting can follow
-                            seen.update(met)
-                    low = high
-                low = bisect_left(codes, (m + 1) << 32, low)
+                positions, ids = posting
+                high = bisect_right(positions, last)
+                if not high:
+                    continue
+                met = ids if high == len(ids) else ids[:high]
+                if single:
+                    once.update(met)
+                else:  # an entry is posted once under a word: met at an earlier one
+                    twice.update(seen.intersection(met))
+                    if first < reach:  # else no second meeting can follow
+                        seen.update(met)
         return list(twice | once)
 
     def _ordered(self, words: Iterable[str], kind: str) -> tuple[str, ...]:
@@ -404,13 +403,15 @@ class KeywordIndex:
         size = len(words)
         postings = self._postings
         for position, word in enumerate(words[: self.posted_length(size)], start=1):
-            posting = postings.get((kind, word))
+            by_size = postings.get((kind, word))
+            if by_size is None:
+                by_size = postings[(kind, word)] = {}
+            posting = by_size.get(size)
             if posting is None:
-                posting = postings[(kind, word)] = (array("Q"), [])
-            codes, ids = posting
-            code = (size << 32) | position
-            at = bisect_right(codes, code)
-            codes.insert(at, code)
+                posting = by_size[size] = (array("I"), [])
+            positions, ids = posting
+            at = bisect_right(positions, position)
+            positions.insert(at, position)
             ids.insert(at, entry_id)
 
     def _count(self, kind: str, words: tuple[str, ...], by: int) -> None:
@@ -434,13 +435,16 @@ class KeywordIndex:
             return
         size = len(words)
         for position, word in enumerate(words[: self.posted_length(size)], start=1):
-            codes, ids = self._postings[(kind, word)]
-            code = (size << 32) | position
-            at = ids.index(entry_id, bisect_left(codes, code), bisect_right(codes, code))
-            del codes[at]
+            by_size = self._postings[(kind, word)]
+            positions, ids = by_size[size]
+            low = bisect_left(positions, position)
+            at = ids.index(entry_id, low, bisect_right(positions, position, low))
+            del positions[at]
             del ids[at]
             if not ids:
-                del self._postings[(kind, word)]
+                del by_size[size]
+                if not by_size:
+                    del self._postings[(kind, word)]
 
 
 def overlap_score(mine: frozenset[str], theirs: tuple[str, ...]) -> float:
@@ -507,6 +511,8 @@ def finding_pairs(
     similar: dict[str, dict[str, float]] = defaultdict(dict)
     pending: set[tuple[str, str]] = set()
 
+    nearby: list[str] = []  # the last entry's partners, looked from next
+
     def judge(a: Entry, b: Entry, jaccard: float) -> None:
         if b.id < a.id:
             a, b = b, a
@@ -516,9 +522,10 @@ def finding_pairs(
         elif not verdict.lasting:
             pending.add((a.id, b.id))
 
-    for step, entry_id in enumerate(list(changed_ids)):
+    for step, entry_id in enumerate(near_first(changed_ids, nearby)):
         if step % STEP_ENTRIES == STEP_ENTRIES - 1:
             yield
+        nearby.clear()
         entry = entries.get(entry_id)
         if entry is None or entry_id not in held:
             continue
@@ -528,6 +535,7 @@ def finding_pairs(
         kind = index.kind(entry_id)
         found = index.candidates(words, kind, floor, everything, in_order=True)
         for other_id, theirs in floor_passing(found, held, mine, floor):
+            nearby.append(other_id)
             if other_id <= entry_id and (
                 other_id == entry_id
                 or (other_id in changed_ids and (not everything or len(theirs) == size))
@@ -546,6 +554,26 @@ def finding_pairs(
         if a is not None and b is not None:
             judge(a, b, overlap_score(frozenset(held[a_id]), held[b_id]))
     return dict(similar), pending
+
+
+def near_first(ids: set[str], nearby: list[str]) -> Iterator[str]:
+    """Each of `ids` once, those in `nearby` (filled by the caller after each id with that
+    entry's partners) before the rest, depth first: an entry's near-duplicates are judged
+    one after another, while what the pair rule reads of each is still cached (text
+    cues, features). The order changes no result."""
+    done: set[str] = set()
+    stack: list[str] = []
+    for seed in ids:
+        if seed in done:
+            continue
+        stack.append(seed)
+        while stack:
+            entry_id = stack.pop()
+            if entry_id in done:
+                continue
+            done.add(entry_id)
+            yield entry_id
+            stack.extend(i for i in nearby if i in ids and i not in done)
 
 
 def merge_groups(
