@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger("mnemod.gc")
 
 APPLY_STEP = 8  # entries expired, folded, marked or promoted between two yields
+COUNT_STEP = 5000  # entries counted, likewise
 YOUNG_EVERY = 1.0  # seconds of a GC run in one go between two young collections
 
 
@@ -88,7 +89,14 @@ class GcRun:
     def _apply(self, plan: GcPlan) -> Generator[None, None, GcReport]:
         engine, now, by = self.engine, self.now, self.by
         before = len(engine.entries)
-        promotable = sum(1 for e in engine.entries.values() if e.promotable)
+        promotable = 0  # counted a slice at a time (the report's)
+        ids = list(engine.entries)
+        for start in range(0, len(ids), COUNT_STEP):
+            for entry_id in ids[start : start + COUNT_STEP]:
+                found = engine.entries.get(entry_id)
+                if found is not None and found.promotable:
+                    promotable += 1
+            yield
         expired: list[str] = []
         for step, entry_id in enumerate(plan.expired):
             if step % APPLY_STEP == APPLY_STEP - 1:
@@ -150,7 +158,7 @@ class GcRun:
             yield
         if index is not None and plan.settlement is not None:
             settlement = plan.settlement
-            index.settle(  # the next plan starts from here
+            yield from index.settling(  # the next plan starts from here
                 Settlement(
                     settlement.upto,
                     settlement.rule,
