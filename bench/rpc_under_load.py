@@ -13,7 +13,9 @@ requests are asked until it finished (at least `--seconds`): the table is then o
 answered while it ran, beside its duration, its own work (`busy_ms`), its longest step
 and the longest stretches the writer logged as keeping requests waiting (`writer.stalled`,
 over 50 ms: wall and the writer's CPU ms; on a loaded machine the rest is waiting for a
-core). The first GC after start-up looks from every entry (the longest it takes).
+core). It starts after one add and one resolve were answered (the first of each builds
+the lookups it needs); the first GC after start-up looks from every entry (the longest
+it takes).
 
     python bench/rpc_under_load.py [--entries 10000] [--adds-per-second 20] [--pause-ms 5]
         [--seconds 20] [--gc] [--out bench/results/rpc_under_load.json]
@@ -61,6 +63,9 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                     added += 1
                     stop.wait(1.0 / args.adds_per_second)
 
+            if args.gc:  # once what the first add and resolve build is built
+                asker.add(next(source), type="context")
+                asker.resolve(prompts[0], budget=speed.BUDGET, timeout=600)
             writer = threading.Thread(target=add, daemon=True)
             if args.adds_per_second > 0:
                 writer.start()
