@@ -46,10 +46,19 @@ class GcRun:
     set once it is done."""
 
     def __init__(
-        self, engine: Engine, now: datetime, dry_run: bool, by: str, expire_only: bool
+        self,
+        engine: Engine,
+        now: datetime,
+        dry_run: bool,
+        by: str,
+        expire_only: bool,
+        changes_per_run: int | None = None,
     ) -> None:
+        """`changes_per_run`: a `run` ends early once the engine holds that many changed
+        entries (the daemon commits after each: a commit costs what it holds)."""
         self.engine, self.now, self.dry_run, self.by = engine, now, dry_run, by
         self.expire_only = expire_only
+        self.changes_per_run = changes_per_run
         self.plan: GcPlan | None = None  # once made (then it is applied)
         self.report: GcReport | None = None
         self.changed = False  # the last `run` changed the engine (to commit)
@@ -60,7 +69,10 @@ class GcRun:
     def run(self, seconds: float | None) -> bool:
         """About `seconds` of the run (all of it with None); True once it is done."""
         self.changed = False
-        done = self._stepped.run(seconds)
+        limit, engine = self.changes_per_run, self.engine
+        done = self._stepped.run(
+            seconds, None if limit is None else lambda: len(engine.changed) >= limit
+        )
         self.report = self._stepped.result
         return done
 
