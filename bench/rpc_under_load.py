@@ -67,6 +67,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             if args.gc:  # once what the first add and resolve build is built
                 asker.add(next(source), type="context")
                 asker.resolve(prompts[0], budget=speed.BUDGET, timeout=600)
+                time.sleep(1.0)  # the step that answered it ends (and logs a stall) first
             writer = threading.Thread(target=add, daemon=True)
             if args.adds_per_second > 0:
                 writer.start()
