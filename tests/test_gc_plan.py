@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from mnemod.config import Config, DedupConfig, PromotionConfig
 from mnemod.domain import dedup
+from mnemod.domain import similar_pairs as similar_pairs_module
 from mnemod.domain.gc import GcPlan, merge_rule, mergeable, plan_gc
 from mnemod.domain.keywords import jaccard
 from mnemod.domain.merge import decide_merge, merge_into
@@ -364,6 +365,40 @@ def test_settle_keeps_what_changed_after_the_plan_and_what_it_keeps() -> None:
     assert index.changes("rule").ids == ("C",)
 
 
+def test_groups_sorted_a_slice_at_a_time_are_the_groups(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The entries are sorted by age a few at a time and merged: the same groups, oldest
+    first, as one sort of them all."""
+    rng = random.Random(5)
+    stored = {f"E{i:02d}": entry(f"E{i:02d}", ["x"], rng.randrange(30)) for i in range(40)}
+    similar: dict[str, dict[str, float]] = {i: {} for i in stored}
+    for _ in range(120):
+        a, b = rng.sample(sorted(stored), 2)
+        similar[a][b] = similar[b][a] = rng.choice([0.5, 0.6, 0.7])
+    whole = merge_groups(similar, stored)
+    monkeypatch.setattr(similar_pairs_module, "SORT_STEP", 3)
+    assert merge_groups(similar, stored) == whole and len(whole) > 3
+
+
+def test_settling_in_steps_keeps_what_changes_between_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Settled a few entries at a time: one changed or added between two steps (before or
+    after its turn) stays marked, one discarded is forgotten, the rest is settled."""
+    monkeypatch.setattr(similar_pairs_module, "SCAN_STEP", 2)
+    stored = [entry(f"E{i}", ["x", f"w{i}"]) for i in range(8)]
+    index = KeywordIndex(0.55, stored, reweigh_at=math.inf)
+    changes = index.changes("rule")
+    steps = index.settling(Settlement(changes.upto, changes.rule, frozenset({"E7"})))
+    next(steps)  # E0, E1 settled
+    index.add(entry("E0", ["x", "y"]))  # after its turn
+    index.add(entry("E5", ["x", "z"]))  # before it
+    index.add(entry("N", ["x", "n"]))  # new
+    index.discard("E3")
+    for _ in steps:
+        pass
+    assert set(index.changes("rule").ids) == {"E0", "E5", "N", "E7"}
+
+
 def test_another_rule_looks_from_every_entry() -> None:
     """A lowered threshold makes pairs of unchanged entries similar: the first plan under
     it looks from every entry, and the index is posted again for the lower floor."""
@@ -457,7 +492,8 @@ def test_only_a_prefix_is_posted() -> None:
     """Memory: about half of each set's words at the default threshold, not all."""
     index = KeywordIndex(0.55, [entry("A", [f"w{i}" for i in range(20)])])
     assert index.posted_length(20) == prefix_length(20, 0.55) + 1 == 11
-    assert sum(len(ids) for _, ids in index._postings.values()) == 11
+    posted = [ids for by_size in index._postings.values() for _, ids in by_size.values()]
+    assert sum(map(len, posted)) == 11
 
 
 def test_types_never_pair() -> None:

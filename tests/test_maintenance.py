@@ -95,6 +95,20 @@ def gc_twice_with_changes_between_steps(engine: Engine, rng: random.Random, now:
         exact(engine, now)
 
 
+def test_a_gc_slice_ends_once_its_changes_are_enough_to_commit(tmp_path: Path) -> None:
+    """The daemon commits after each slice: a slice that folded many groups made one long
+    commit. Each run of a GC with `changes_per_run` leaves at most that many changed
+    entries and one step's more (`APPLY_STEP` folds: a survivor and a folded entry each)."""
+    for engine in stored(tmp_path, random.Random(4), 250):
+        run = GcRun(engine, engine.clock.now(), False, "gc", False, changes_per_run=4)
+        engine.drain_changes()  # the store's restore
+        most = 0
+        while not run.run(60.0):
+            most = max(most, len(engine.drain_changes()))
+        assert run.report is not None and run.report.merged > 20
+        assert 4 <= most <= 4 + 2 * gc_run.APPLY_STEP
+
+
 def test_a_group_changed_after_its_plan_is_left_for_the_next_run(tmp_path: Path) -> None:
     store = mnemod.open(tmp_path, config=LONG)
     engine = store.engine

@@ -258,7 +258,9 @@ def planning(
         changes.upto, changes.rule, frozenset(grouped - folded), frozenset(pending)
     )
     merged_counts: dict[str, int] = {}
-    for survivor_id, others_ids in plan.merges:
+    for number, (survivor_id, others_ids) in enumerate(plan.merges):
+        if number % SCAN_STEP == SCAN_STEP - 1:
+            yield
         members = [live.get(i) for i in (survivor_id, *others_ids)]
         merged_counts[survivor_id] = sum(e.access_count for e in members if e is not None)
     for start in range(0, len(ids), SCAN_STEP):

@@ -45,6 +45,8 @@ CATCH_UP_SECONDS = 0.01  # one slice after a batch, under a load that never paus
 STARVED_SECONDS = 0.02  # ... once none ran for this long (a third of the time, at most)
 COMMIT_SECONDS = 0.25  # a job's changes are committed this often, and at its end,
 COMMIT_CHANGES = 8  # or once this many entries changed (a commit brings each into Redis)
+SLICE_CHANGES = 32  # a GC slice ends once this many entries changed (a commit of a 15 ms
+# slice's folds took 60 ms of CPU at 20,000 entries)
 
 
 class Steps(Protocol):
@@ -159,7 +161,14 @@ class Maintenance:
         if job.kind == "hot_refresh":
             return HotRefresh(self.engine, self.hot)
         now = self.engine.clock.now()
-        return GcRun(self.engine, now, job.dry_run, job.by, expire_only=job.kind == "expiry")
+        return GcRun(
+            self.engine,
+            now,
+            job.dry_run,
+            job.by,
+            expire_only=job.kind == "expiry",
+            changes_per_run=SLICE_CHANGES,
+        )
 
     @staticmethod
     def _result(steps: Steps) -> Any:

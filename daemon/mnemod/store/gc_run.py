@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger("mnemod.gc")
 
 APPLY_STEP = 8  # entries expired, folded, marked or promoted between two yields
+COUNT_STEP = 5000  # entries counted, likewise
 YOUNG_EVERY = 1.0  # seconds of a GC run in one go between two young collections
 
 
@@ -45,10 +46,19 @@ class GcRun:
     set once it is done."""
 
     def __init__(
-        self, engine: Engine, now: datetime, dry_run: bool, by: str, expire_only: bool
+        self,
+        engine: Engine,
+        now: datetime,
+        dry_run: bool,
+        by: str,
+        expire_only: bool,
+        changes_per_run: int | None = None,
     ) -> None:
+        """`changes_per_run`: a `run` ends early once the engine holds that many changed
+        entries (the daemon commits after each: a commit costs what it holds)."""
         self.engine, self.now, self.dry_run, self.by = engine, now, dry_run, by
         self.expire_only = expire_only
+        self.changes_per_run = changes_per_run
         self.plan: GcPlan | None = None  # once made (then it is applied)
         self.report: GcReport | None = None
         self.changed = False  # the last `run` changed the engine (to commit)
@@ -59,7 +69,10 @@ class GcRun:
     def run(self, seconds: float | None) -> bool:
         """About `seconds` of the run (all of it with None); True once it is done."""
         self.changed = False
-        done = self._stepped.run(seconds)
+        limit, engine = self.changes_per_run, self.engine
+        done = self._stepped.run(
+            seconds, None if limit is None else lambda: len(engine.changed) >= limit
+        )
         self.report = self._stepped.result
         return done
 
@@ -88,7 +101,14 @@ class GcRun:
     def _apply(self, plan: GcPlan) -> Generator[None, None, GcReport]:
         engine, now, by = self.engine, self.now, self.by
         before = len(engine.entries)
-        promotable = sum(1 for e in engine.entries.values() if e.promotable)
+        promotable = 0  # counted a slice at a time (the report's)
+        ids = list(engine.entries)
+        for start in range(0, len(ids), COUNT_STEP):
+            for entry_id in ids[start : start + COUNT_STEP]:
+                found = engine.entries.get(entry_id)
+                if found is not None and found.promotable:
+                    promotable += 1
+            yield
         expired: list[str] = []
         for step, entry_id in enumerate(plan.expired):
             if step % APPLY_STEP == APPLY_STEP - 1:
@@ -150,7 +170,7 @@ class GcRun:
             yield
         if index is not None and plan.settlement is not None:
             settlement = plan.settlement
-            index.settle(  # the next plan starts from here
+            yield from index.settling(  # the next plan starts from here
                 Settlement(
                     settlement.upto,
                     settlement.rule,

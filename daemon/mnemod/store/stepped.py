@@ -5,7 +5,7 @@ result (domain.steps)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import Generic, TypeVar, cast
 
 T = TypeVar("T")
@@ -25,8 +25,9 @@ class Stepped(Generic[T]):
     def result(self) -> T | None:
         return self._result
 
-    def run(self, seconds: float | None) -> bool:
-        """About `seconds` of steps (all of them with None; at least one); True once done."""
+    def run(self, seconds: float | None, enough: Callable[[], bool] | None = None) -> bool:
+        """About `seconds` of steps (all of them with None; at least one), or fewer once
+        `enough()` says so after one; True once done."""
         began = last = time.perf_counter()
         deadline = began + seconds if seconds is not None else float("inf")
         while not self.finished:
@@ -37,7 +38,7 @@ class Stepped(Generic[T]):
             now = time.perf_counter()
             self.longest_step = max(self.longest_step, now - last)
             last = now
-            if now >= deadline:
+            if now >= deadline or (enough is not None and enough()):
                 break
         self.busy_seconds += time.perf_counter() - began
         return self.finished
