@@ -215,7 +215,7 @@ def search(
     index: Bm25Index, query: list[str], k: int, exclude: frozenset[str]
 ) -> tuple[object, ...]:
     found = index.top_k(query, k, exclude=exclude)
-    some = [*index._doc_len, "absent"]
+    some = [*index._doc_terms, "absent"]
     return (
         list(found.scores.items()),
         found.complete,

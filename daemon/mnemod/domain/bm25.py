@@ -88,11 +88,11 @@ class Bm25Index:
         self.params = params or Bm25Params()
         self._groups: dict[str, dict[tuple[int, int], list[str]]] = {}
         self._df: dict[str, int] = {}
-        # each document's terms in its order, repeats kept (tf = count), each term one
-        # string however many documents hold it: a tuple is a third of a Counter's memory,
-        # and one copy of each term string a fraction of one per document
+        # each document's terms in its order, repeats kept (tf = count, the length is the
+        # tuple's), each term one string however many documents hold it: a tuple is a
+        # third of a Counter's memory, and one copy of each term string a fraction of one
+        # per document
         self._doc_terms: dict[str, tuple[str, ...]] = {}
-        self._doc_len: dict[str, int] = {}
         self._total_len = 0
         # each term's groups by contribution, valid until the next add or remove (the
         # contributions depend on N, df and avgdl): queries between writes share them
@@ -102,24 +102,24 @@ class Bm25Index:
         self._doc_cached = 0  # postings held by _doc_cache
 
     def __len__(self) -> int:
-        return len(self._doc_len)
+        return len(self._doc_terms)
 
     def __contains__(self, doc_id: object) -> bool:
-        return doc_id in self._doc_len
+        return doc_id in self._doc_terms
 
     @property
     def avgdl(self) -> float:
-        return self._total_len / len(self._doc_len) if self._doc_len else 0.0
+        return self._total_len / len(self._doc_terms) if self._doc_terms else 0.0
 
     def doc_len(self, doc_id: str) -> int:
-        return self._doc_len.get(doc_id, 0)
+        return len(self._doc_terms.get(doc_id, ()))
 
     def df(self, term: str) -> int:
         return self._df.get(term, 0)
 
     def add(self, doc_id: str, terms: Iterable[str]) -> None:
         """Index `terms` under `doc_id`, replacing what was there (so add is also update)."""
-        if doc_id in self._doc_len:
+        if doc_id in self._doc_terms:
             self.remove(doc_id)
         self._impact_cache.clear()
         self._value_cache.clear()
@@ -129,7 +129,6 @@ class Bm25Index:
         counts = Counter(listed)
         length = len(listed)
         self._doc_terms[doc_id] = listed
-        self._doc_len[doc_id] = length
         self._total_len += length
         groups, df = self._groups, self._df
         for term, tf in counts.items():
@@ -158,7 +157,7 @@ class Bm25Index:
         self._value_cache.clear()
         self._doc_cache.clear()
         self._doc_cached = 0
-        length = self._doc_len.pop(doc_id)
+        length = len(listed)
         self._total_len -= length
         groups, df = self._groups, self._df
         for term, tf in counts.items():
@@ -176,7 +175,7 @@ class Bm25Index:
         df = self.df(term)
         if df == 0:
             return 0.0
-        n = len(self._doc_len)
+        n = len(self._doc_terms)
         return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
 
     def _impacts(self, term: str) -> list[tuple[float, tuple[int, int], list[str]]]:
@@ -266,7 +265,7 @@ class Bm25Index:
         documents of `totals` that hold it: by intersecting its groups with `totals` (in C)
         when it has few groups, else by looking each document's group up. Each document sits
         in one group per term, so the sums are the same floats either way."""
-        doc_terms, doc_len = self._doc_terms, self._doc_len
+        doc_terms = self._doc_terms
         for term in terms:
             by_doc = self._by_doc(term)
             if by_doc is not None:
@@ -284,9 +283,10 @@ class Bm25Index:
                 continue
             by_key = self._values(term)
             for doc_id in totals:
-                tf = doc_terms[doc_id].count(term)
+                listed = doc_terms[doc_id]
+                tf = listed.count(term)
                 if tf:
-                    totals[doc_id] += by_key[(tf, doc_len[doc_id])]
+                    totals[doc_id] += by_key[(tf, len(listed))]
 
     def _by_doc(self, term: str) -> dict[str, float] | None:
         """A common term's contribution by document, cached like `_impacts`: summing it for
@@ -297,9 +297,9 @@ class Bm25Index:
         if cached is not None:
             return cached
         df = self._df[term]
-        if df < _BY_DOC_MIN_DF or df * _BY_DOC_MIN_SHARE < len(self._doc_len):
+        if df < _BY_DOC_MIN_DF or df * _BY_DOC_MIN_SHARE < len(self._doc_terms):
             return None
-        if self._doc_cached + df > _BY_DOC_POSTINGS * len(self._doc_len):
+        if self._doc_cached + df > _BY_DOC_POSTINGS * len(self._doc_terms):
             self._doc_cache.clear()
             self._doc_cached = 0
         cached = {doc_id: value for value, _, docs in self._impacts(term) for doc_id in docs}
@@ -328,12 +328,12 @@ class Bm25Index:
         k1, b = self.params.k1, self.params.b
         k1p = k1 + 1.0
         avgdl = self.avgdl or 1.0
-        doc_terms, doc_len = self._doc_terms, self._doc_len
+        doc_terms = self._doc_terms
         for doc_id in doc_ids:
             counts = doc_terms.get(doc_id)
             if counts is None:
                 continue
-            norm = k1 * (1.0 - b + b * doc_len[doc_id] / avgdl)
+            norm = k1 * (1.0 - b + b * len(counts) / avgdl)
             total = 0.0
             hit = False
             for term, idf in weighted:
