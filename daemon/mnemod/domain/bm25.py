@@ -1,10 +1,12 @@
 """An incremental BM25 index: add, remove and update documents without a rebuild.
 
 Postings are grouped by impact: `term → {(tf, document length) → [doc ids]}` (lists: a
-quarter of a dict's memory; a removal scans one group). A term adds
-the same amount to every document of one group, so scoring computes it once per group and
-then only adds it up. Document frequencies, lengths and the total length (for avgdl) are
-kept up to date on every change; add and remove touch one group per term.
+quarter of a dict's memory; a removal scans one group; one key tuple shared by every term
+with that group). A term adds the same amount to every document of one group, so scoring
+computes it once per group and then only adds it up (in `top_k`, a large group's documents
+not met yet are inserted in C, only those met before summed one by one). Document
+frequencies, lengths and the total length (for avgdl) are kept up to date on every change;
+add and remove touch one group per term.
 
 `scores()` is the exact path: every document sharing a term with the query. `top_k()`
 finds the k best without scoring every match (MaxScore, term at a time). A term's upper
@@ -31,10 +33,12 @@ import sys
 from collections import Counter
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
+from itertools import repeat
 from operator import itemgetter
 
 _SLACK = 1e-9  # bounds are compared with a little room for float rounding
 _second = itemgetter(1)
+_SMALL_GROUP = 16  # a group with fewer documents is added up one by one (see top_k)
 _CACHED_TERMS = 4096  # terms whose group contributions are kept between writes
 _BY_DOC_MIN_DF = 1000  # a term held by this many documents ...
 _BY_DOC_MIN_SHARE = 20  # ... and by at least 1 in this many has its contributions by document
@@ -94,6 +98,7 @@ class Bm25Index:
         # per document
         self._doc_terms: dict[str, tuple[str, ...]] = {}
         self._total_len = 0
+        self._keys: dict[tuple[int, int], tuple[int, int]] = {}  # see _key
         # each term's groups by contribution, valid until the next add or remove (the
         # contributions depend on N, df and avgdl): queries between writes share them
         self._impact_cache: dict[str, list[tuple[float, tuple[int, int], list[str]]]] = {}
@@ -134,15 +139,21 @@ class Bm25Index:
         for term, tf in counts.items():
             by_key = groups.get(term)
             if by_key is None:
-                groups[term] = {(tf, length): [doc_id]}
+                groups[term] = {self._key(tf, length): [doc_id]}
                 df[term] = 1
                 continue
             bucket = by_key.get((tf, length))
             if bucket is None:
-                by_key[(tf, length)] = [doc_id]
+                by_key[self._key(tf, length)] = [doc_id]
             else:
                 bucket.append(doc_id)
             df[term] += 1
+
+    def _key(self, tf: int, length: int) -> tuple[int, int]:
+        """The group key (tf, length), one tuple for every term that has the group: a few
+        hundred distinct keys serve tens of thousands of groups."""
+        key = (tf, length)
+        return self._keys.setdefault(key, key)
 
     def update(self, doc_id: str, terms: Iterable[str]) -> None:
         self.add(doc_id, terms)
@@ -376,8 +387,15 @@ class Bm25Index:
                     essential = i
                     break
             for value, _, docs in impacts[term]:
-                for doc_id in docs:
-                    acc[doc_id] = get(doc_id, 0.0) + value
+                if len(docs) < _SMALL_GROUP:
+                    for doc_id in docs:
+                        acc[doc_id] = get(doc_id, 0.0) + value
+                    continue
+                # the documents met before get the sum, the others the value itself (0.0 +
+                # value, the same float), the latter inserted in C
+                met = {d: acc[d] + value for d in acc.keys() & docs}
+                acc.update(zip(docs, repeat(value)))
+                acc.update(met)
         if essential < len(plan):
             # the other terms only for the candidates that can still reach theta
             remaining = rest[essential]
