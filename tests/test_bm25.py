@@ -215,7 +215,7 @@ def search(
     index: Bm25Index, query: list[str], k: int, exclude: frozenset[str]
 ) -> tuple[object, ...]:
     found = index.top_k(query, k, exclude=exclude)
-    some = [*index._doc_len, "absent"]
+    some = [*index._doc_terms, "absent"]
     return (
         list(found.scores.items()),
         found.complete,
@@ -259,3 +259,25 @@ def test_by_document_sums_equal_group_walks(
         assert cached == walked
         if step == 0:
             index.add("new", extra)  # the cached contributions must follow the change
+
+
+@settings(max_examples=150, deadline=None)
+@given(docs=DOCS, query=st.lists(ZIPF, min_size=1, max_size=5), k=st.integers(1, 12))
+def test_large_groups_are_summed_as_small_ones(
+    docs: dict[str, list[str]], query: list[str], k: int
+) -> None:
+    """`top_k` inserts the documents of a large group it has not met yet in one call: the
+    partial sums, their order and the result are those of adding every document alone."""
+    index = Bm25Index()
+    for doc_id, terms in docs.items():
+        index.add(doc_id, terms)
+    saved = bm25._SMALL_GROUP
+    found = []
+    try:
+        for small in (1 << 30, 1):  # every group one by one, then every group at once
+            bm25._SMALL_GROUP = small
+            top = index.top_k(query, k)
+            found.append((list(top.lower.items()), top.scores, top.complete, top.walked))
+    finally:
+        bm25._SMALL_GROUP = saved
+    assert found[0] == found[1]

@@ -164,7 +164,7 @@ def test_the_lookup_finds_the_brute_force_best_match_on_add() -> None:
             for i in range(300)
         )
     }
-    lookups = [Lookup(), Lookup(count_from=0)]  # the bare prefix filter, and with counts
+    lookups = [Lookup()]
     for lookup in lookups:
         for e in stored.values():
             lookup.add(e)
@@ -292,21 +292,6 @@ def test_unspaced_near_duplicates_still_merge() -> None:
     b = side("使用者很喜歡喝烏龍茶，每天早上都會泡一壺")
     assert a.length >= 15  # long enough for the wording to count fully
     assert compare(a, b, DedupConfig()).merges
-
-
-@given(
-    st.lists(st.lists(st.sampled_from([f"E{i}" for i in range(12)]), unique=True), max_size=8),
-    st.integers(0, 9),
-)
-def test_the_ids_in_enough_postings_are_counted(postings: list[list[str]], needed: int) -> None:
-    """What the lookup's candidates are made of: the ids at least `needed` postings hold."""
-    from collections import Counter
-
-    from mnemod.store.lookup import _held_by_at_least
-
-    counted = Counter(i for ids in postings for i in ids)
-    expected = {i for i, n in counted.items() if n >= max(1, needed)}
-    assert _held_by_at_least(postings, needed) == expected
 
 
 def test_unshared_words_agreeing_in_their_first_letters_are_aligned() -> None:

@@ -1,10 +1,12 @@
 """An incremental BM25 index: add, remove and update documents without a rebuild.
 
 Postings are grouped by impact: `term → {(tf, document length) → [doc ids]}` (lists: a
-quarter of a dict's memory; a removal scans one group). A term adds
-the same amount to every document of one group, so scoring computes it once per group and
-then only adds it up. Document frequencies, lengths and the total length (for avgdl) are
-kept up to date on every change; add and remove touch one group per term.
+quarter of a dict's memory; a removal scans one group; one key tuple shared by every term
+with that group). A term adds the same amount to every document of one group, so scoring
+computes it once per group and then only adds it up (in `top_k`, a large group's documents
+not met yet are inserted in C, only those met before summed one by one). Document
+frequencies, lengths and the total length (for avgdl) are kept up to date on every change;
+add and remove touch one group per term.
 
 `scores()` is the exact path: every document sharing a term with the query. `top_k()`
 finds the k best without scoring every match (MaxScore, term at a time). A term's upper
@@ -31,10 +33,12 @@ import sys
 from collections import Counter
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
+from itertools import repeat
 from operator import itemgetter
 
 _SLACK = 1e-9  # bounds are compared with a little room for float rounding
 _second = itemgetter(1)
+_SMALL_GROUP = 16  # a group with fewer documents is added up one by one (see top_k)
 _CACHED_TERMS = 4096  # terms whose group contributions are kept between writes
 _BY_DOC_MIN_DF = 1000  # a term held by this many documents ...
 _BY_DOC_MIN_SHARE = 20  # ... and by at least 1 in this many has its contributions by document
@@ -88,12 +92,13 @@ class Bm25Index:
         self.params = params or Bm25Params()
         self._groups: dict[str, dict[tuple[int, int], list[str]]] = {}
         self._df: dict[str, int] = {}
-        # each document's terms in its order, repeats kept (tf = count), each term one
-        # string however many documents hold it: a tuple is a third of a Counter's memory,
-        # and one copy of each term string a fraction of one per document
+        # each document's terms in its order, repeats kept (tf = count, the length is the
+        # tuple's), each term one string however many documents hold it: a tuple is a
+        # third of a Counter's memory, and one copy of each term string a fraction of one
+        # per document
         self._doc_terms: dict[str, tuple[str, ...]] = {}
-        self._doc_len: dict[str, int] = {}
         self._total_len = 0
+        self._keys: dict[tuple[int, int], tuple[int, int]] = {}  # see _key
         # each term's groups by contribution, valid until the next add or remove (the
         # contributions depend on N, df and avgdl): queries between writes share them
         self._impact_cache: dict[str, list[tuple[float, tuple[int, int], list[str]]]] = {}
@@ -102,24 +107,24 @@ class Bm25Index:
         self._doc_cached = 0  # postings held by _doc_cache
 
     def __len__(self) -> int:
-        return len(self._doc_len)
+        return len(self._doc_terms)
 
     def __contains__(self, doc_id: object) -> bool:
-        return doc_id in self._doc_len
+        return doc_id in self._doc_terms
 
     @property
     def avgdl(self) -> float:
-        return self._total_len / len(self._doc_len) if self._doc_len else 0.0
+        return self._total_len / len(self._doc_terms) if self._doc_terms else 0.0
 
     def doc_len(self, doc_id: str) -> int:
-        return self._doc_len.get(doc_id, 0)
+        return len(self._doc_terms.get(doc_id, ()))
 
     def df(self, term: str) -> int:
         return self._df.get(term, 0)
 
     def add(self, doc_id: str, terms: Iterable[str]) -> None:
         """Index `terms` under `doc_id`, replacing what was there (so add is also update)."""
-        if doc_id in self._doc_len:
+        if doc_id in self._doc_terms:
             self.remove(doc_id)
         self._impact_cache.clear()
         self._value_cache.clear()
@@ -129,21 +134,26 @@ class Bm25Index:
         counts = Counter(listed)
         length = len(listed)
         self._doc_terms[doc_id] = listed
-        self._doc_len[doc_id] = length
         self._total_len += length
         groups, df = self._groups, self._df
         for term, tf in counts.items():
             by_key = groups.get(term)
             if by_key is None:
-                groups[term] = {(tf, length): [doc_id]}
+                groups[term] = {self._key(tf, length): [doc_id]}
                 df[term] = 1
                 continue
             bucket = by_key.get((tf, length))
             if bucket is None:
-                by_key[(tf, length)] = [doc_id]
+                by_key[self._key(tf, length)] = [doc_id]
             else:
                 bucket.append(doc_id)
             df[term] += 1
+
+    def _key(self, tf: int, length: int) -> tuple[int, int]:
+        """The group key (tf, length), one tuple for every term that has the group: a few
+        hundred distinct keys serve tens of thousands of groups."""
+        key = (tf, length)
+        return self._keys.setdefault(key, key)
 
     def update(self, doc_id: str, terms: Iterable[str]) -> None:
         self.add(doc_id, terms)
@@ -158,7 +168,7 @@ class Bm25Index:
         self._value_cache.clear()
         self._doc_cache.clear()
         self._doc_cached = 0
-        length = self._doc_len.pop(doc_id)
+        length = len(listed)
         self._total_len -= length
         groups, df = self._groups, self._df
         for term, tf in counts.items():
@@ -176,7 +186,7 @@ class Bm25Index:
         df = self.df(term)
         if df == 0:
             return 0.0
-        n = len(self._doc_len)
+        n = len(self._doc_terms)
         return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
 
     def _impacts(self, term: str) -> list[tuple[float, tuple[int, int], list[str]]]:
@@ -266,7 +276,7 @@ class Bm25Index:
         documents of `totals` that hold it: by intersecting its groups with `totals` (in C)
         when it has few groups, else by looking each document's group up. Each document sits
         in one group per term, so the sums are the same floats either way."""
-        doc_terms, doc_len = self._doc_terms, self._doc_len
+        doc_terms = self._doc_terms
         for term in terms:
             by_doc = self._by_doc(term)
             if by_doc is not None:
@@ -284,9 +294,10 @@ class Bm25Index:
                 continue
             by_key = self._values(term)
             for doc_id in totals:
-                tf = doc_terms[doc_id].count(term)
+                listed = doc_terms[doc_id]
+                tf = listed.count(term)
                 if tf:
-                    totals[doc_id] += by_key[(tf, doc_len[doc_id])]
+                    totals[doc_id] += by_key[(tf, len(listed))]
 
     def _by_doc(self, term: str) -> dict[str, float] | None:
         """A common term's contribution by document, cached like `_impacts`: summing it for
@@ -297,9 +308,9 @@ class Bm25Index:
         if cached is not None:
             return cached
         df = self._df[term]
-        if df < _BY_DOC_MIN_DF or df * _BY_DOC_MIN_SHARE < len(self._doc_len):
+        if df < _BY_DOC_MIN_DF or df * _BY_DOC_MIN_SHARE < len(self._doc_terms):
             return None
-        if self._doc_cached + df > _BY_DOC_POSTINGS * len(self._doc_len):
+        if self._doc_cached + df > _BY_DOC_POSTINGS * len(self._doc_terms):
             self._doc_cache.clear()
             self._doc_cached = 0
         cached = {doc_id: value for value, _, docs in self._impacts(term) for doc_id in docs}
@@ -328,12 +339,12 @@ class Bm25Index:
         k1, b = self.params.k1, self.params.b
         k1p = k1 + 1.0
         avgdl = self.avgdl or 1.0
-        doc_terms, doc_len = self._doc_terms, self._doc_len
+        doc_terms = self._doc_terms
         for doc_id in doc_ids:
             counts = doc_terms.get(doc_id)
             if counts is None:
                 continue
-            norm = k1 * (1.0 - b + b * doc_len[doc_id] / avgdl)
+            norm = k1 * (1.0 - b + b * len(counts) / avgdl)
             total = 0.0
             hit = False
             for term, idf in weighted:
@@ -376,8 +387,15 @@ class Bm25Index:
                     essential = i
                     break
             for value, _, docs in impacts[term]:
-                for doc_id in docs:
-                    acc[doc_id] = get(doc_id, 0.0) + value
+                if len(docs) < _SMALL_GROUP:
+                    for doc_id in docs:
+                        acc[doc_id] = get(doc_id, 0.0) + value
+                    continue
+                # the documents met before get the sum, the others the value itself (0.0 +
+                # value, the same float), the latter inserted in C
+                met = {d: acc[d] + value for d in acc.keys() & docs}
+                acc.update(zip(docs, repeat(value)))
+                acc.update(met)
         if essential < len(plan):
             # the other terms only for the candidates that can still reach theta
             remaining = rest[essential]

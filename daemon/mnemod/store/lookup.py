@@ -1,13 +1,17 @@
 """In-memory lookups over the L3 entries: keyword postings (dedup candidates), key labels,
 and the aliases merges leave behind (a folded id leads to its survivor).
 
-The postings of a word are kept by the size of each entry's keyword set, so that `similar`
-reads only the sizes that can still reach the threshold (see `_candidates`).
-
-Held for every entry, so kept small: postings are lists of ids (a list of five ids takes
-two fifths of a dict's memory, a tenth of a set's; a removal scans one size's list of one
-word) and each entry's words a tuple (a fifth of a frozenset); at 10,000 entries sets took
-24 MB, more than the entries' own text.
+The entries of one type whose keyword sets have one size form a class (`_SizeClass`), and
+each has a slot there (a small integer; a freed slot is taken again first, so the slots
+stay dense). A word's postings in a class are a set of slots: a Python int used as a
+bitmap (`domain.bitsets`) once the word is held by 1 in 64 of the class, an array of
+slots below (a bitmap costs a bit per slot of the class, an array 4 bytes per holder).
+`similar` counts, per class that can reach the floor, how many of the new text's words
+each entry holds, with bitmap operations in C, and so finds exactly the entries whose plain
+Jaccard reaches the floor; a removal clears one bit per word (or takes one slot out of a
+short array). Per entry it holds its distinct words (a tuple, the entry's own when that is
+already one), its id and words by slot, and its place (one int). At 100,000 memories
+(LoCoMo varied copies) about 350 bytes a memory in all.
 
 Made with `words=False`, it keeps only the labels and aliases until its owner sets
 `words` and feeds it the words of the entries it holds already (`add_words`: store.warming)."""
@@ -15,13 +19,13 @@ Made with `words=False`, it keeps only the labels and aliases until its owner se
 from __future__ import annotations
 
 import functools
-import itertools
-import math
-import operator
+import heapq
+from array import array
 from collections import Counter, defaultdict
-from collections.abc import Collection
+from typing import TypeAlias
 
 from mnemod.config import DedupConfig
+from mnemod.domain.bitsets import at_least, from_members, members
 from mnemod.domain.dedup import (
     ProbeWeights,
     Side,
@@ -33,25 +37,83 @@ from mnemod.domain.dedup import (
 from mnemod.domain.model import Entry
 
 MAX_ALIAS_HOPS = 100
-# postings read past the prefix filter, to count a candidate's hits (see Lookup._candidates)
-READ_AHEAD = 2
-# entries of a type from which counting pays: below, the postings are short, and
-# intersecting every set they hold costs less than counting (bench/scale.py)
-COUNT_FROM = 5_000
-SLACK = 1e-6  # float rounding in the bound: never leaves out a set that passes
+DENSE_SHARE = 64  # a word held by 1 in this many of a class keeps its slots as a bitmap
+SLOT_BITS = 32  # an entry's place: its class's number above these bits, its slot below
+SLOT_MASK = (1 << SLOT_BITS) - 1
+EPSILON = 1e-9  # the floor is met within float rounding (as `similar` compares it)
+
+Slots: TypeAlias = "int | array[int]"  # a bitmap, or the slots in an array('I')
+
+
+class _SizeClass:
+    """The entries of one type whose keyword sets have one size, by slot."""
+
+    __slots__ = ("dense_share", "free", "ids", "postings", "words")
+
+    def __init__(self, dense_share: int = DENSE_SHARE) -> None:
+        self.dense_share = dense_share
+        self.ids: list[str] = []  # by slot; "" for a free one
+        self.words: list[tuple[str, ...]] = []  # by slot; () for a free one
+        self.free: list[int] = []  # a heap: the lowest free slot is taken first
+        self.postings: dict[str, Slots] = {}
+
+    def add(self, entry_id: str, words: tuple[str, ...]) -> int:
+        if self.free:
+            slot = heapq.heappop(self.free)
+            self.ids[slot], self.words[slot] = entry_id, words
+        else:
+            slot = len(self.ids)
+            self.ids.append(entry_id)
+            self.words.append(words)
+        postings, dense_from = self.postings, len(self.ids) // self.dense_share
+        for word in words:
+            held = postings.get(word)
+            if held is None:
+                postings[word] = array("I", (slot,))
+            elif isinstance(held, int):
+                postings[word] = held | 1 << slot
+            elif len(held) >= dense_from:
+                postings[word] = from_members(held) | 1 << slot
+            else:
+                held.append(slot)
+        return slot
+
+    def remove(self, slot: int) -> None:
+        words = self.words[slot]
+        self.ids[slot], self.words[slot] = "", ()
+        heapq.heappush(self.free, slot)
+        postings, sparse_below = self.postings, len(self.ids) // (2 * self.dense_share)
+        for word in words:
+            held = postings[word]
+            if isinstance(held, int):
+                held ^= 1 << slot
+                if not held:
+                    del postings[word]
+                elif held.bit_count() < sparse_below:
+                    postings[word] = array("I", members(held))
+                else:
+                    postings[word] = held
+            else:
+                held.remove(slot)  # a short array: a small share of the class
+                if not held:
+                    del postings[word]
+
+    def __len__(self) -> int:
+        return len(self.ids) - len(self.free)
 
 
 class Lookup:
-    def __init__(self, words: bool = True, count_from: int = COUNT_FROM) -> None:
+    def __init__(self, words: bool = True, dense_share: int = DENSE_SHARE) -> None:
         self.words = words  # whether `add` indexes the entry's words
-        self.count_from = count_from  # see _candidates
+        self.dense_share = dense_share  # see _SizeClass
         self.keys: dict[str, str] = {}
         self.aliases: dict[str, str] = {}
-        # (type, word) -> size of the entry's keyword set -> entry ids
-        self._postings: dict[tuple[str, str], dict[int, list[str]]] = defaultdict(dict)
+        self._classes: dict[tuple[str, int], int] = {}  # (type, set size) -> class number
+        self._homes: list[tuple[str, _SizeClass]] = []  # the classes (and their type) by number
+        # id -> its class's number << SLOT_BITS | its slot: one int, where a tuple of the two
+        # took 64 bytes more an entry
+        self._placed: dict[str, int] = {}
         self._frequency: dict[tuple[str, str], int] = defaultdict(int)
-        self._sets: dict[str, tuple[str, ...]] = {}  # distinct words, as indexed
-        self._kinds: dict[str, str] = {}
         self._per_kind: Counter[str] = Counter()  # entries indexed, by type
 
     def add(self, entry: Entry) -> None:
@@ -63,17 +125,26 @@ class Lookup:
             self.aliases[old_id] = entry.id
 
     def has_words(self, entry_id: str) -> bool:
-        return entry_id in self._kinds
+        return entry_id in self._placed
 
     def add_words(self, entry: Entry) -> None:
         """Index the entry's words (replacing what was indexed of it)."""
         self._unindex(entry.id)
-        words = self._sets[entry.id] = tuple(dict.fromkeys(entry.keywords))
-        self._kinds[entry.id] = entry.type
-        self._per_kind[entry.type] += 1
+        keywords = entry.keywords
+        words = tuple(dict.fromkeys(keywords))
+        if isinstance(keywords, tuple) and len(words) == len(keywords):
+            words = keywords  # held once, by the entry and here
+        kind = entry.type
+        number = self._classes.get((kind, len(words)))
+        if number is None:
+            number = self._classes[(kind, len(words))] = len(self._homes)
+            self._homes.append((kind, _SizeClass(self.dense_share)))
+        home = self._homes[number][1]
+        self._placed[entry.id] = number << SLOT_BITS | home.add(entry.id, words)
+        self._per_kind[kind] += 1
+        frequency = self._frequency
         for word in words:
-            self._postings[(entry.type, word)].setdefault(len(words), []).append(entry.id)
-            self._frequency[(entry.type, word)] += 1
+            frequency[(kind, word)] += 1
 
     def discard(self, entry: Entry) -> None:
         self._unindex(entry.id)
@@ -83,20 +154,20 @@ class Lookup:
     def _unindex(self, entry_id: str) -> None:
         """Forget an entry's words as they were indexed (its keywords or type may have
         changed since)."""
-        words = self._sets.pop(entry_id, ())
-        kind = self._kinds.pop(entry_id, None)
-        if kind is None:
+        placed = self._placed.pop(entry_id, None)
+        if placed is None:
             return
+        kind, home = self._homes[placed >> SLOT_BITS]
+        slot = placed & SLOT_MASK
+        frequency = self._frequency
+        for word in home.words[slot]:
+            left = frequency[(kind, word)] - 1
+            if left:
+                frequency[(kind, word)] = left
+            else:
+                del frequency[(kind, word)]
+        home.remove(slot)
         self._per_kind[kind] -= 1
-        for word in words:
-            by_size = self._postings[(kind, word)]
-            by_size[len(words)].remove(entry_id)
-            self._frequency[(kind, word)] -= 1
-            if not by_size[len(words)]:
-                del by_size[len(words)]
-            if not by_size:
-                del self._postings[(kind, word)]
-                del self._frequency[(kind, word)]
 
     def alias(self, old_id: str, survivor_id: str) -> None:
         self.aliases[old_id] = survivor_id
@@ -122,8 +193,7 @@ class Lookup:
         ordered = rare_first(entry.keywords, lambda w: frequency.get((kind, w), 0))
         mine = frozenset(ordered)
         size = len(mine)
-        sets = self._sets
-        indexed = entry.id in self._kinds  # then its words are weighed as if it were not
+        indexed = entry.id in self._placed  # then its words are weighed as if it were not
 
         def stored(word: str) -> int:
             return frequency.get((kind, word), 0) - (indexed and word in mine)
@@ -136,16 +206,10 @@ class Lookup:
         # each candidate's score before its penalties (unworded_score) bounds its score: they are
         # judged best bound first, until no bound left can reach the best score found
         bounded: list[tuple[float, str, Side]] = []
-        for other_id in self._floor_passing(
-            self._candidates(kind, ordered, threshold), mine, threshold
-        ):
+        for other_id, listed, shared in self._passing(kind, ordered, mine, threshold):
             if other_id == entry.id:
                 continue
-            listed = sets[other_id]
-            shared = len(mine.intersection(listed))
             plain = shared / (size + len(listed) - shared)
-            if plain < threshold - 1e-9:
-                continue
             other = entries[other_id]
             longer = max(length, other.tokens)
             if longer and min(length, other.tokens) < bound * longer:
@@ -167,73 +231,43 @@ class Lookup:
                 best_id, best_score = other_id, score
         return (entries[best_id], best_score) if best_id else None
 
-    def _floor_passing(self, candidates: set[str], mine: frozenset[str], t: float) -> list[str]:
-        """The candidates whose plain Jaccard with `mine` may reach the floor t (within
-        SLACK; `similar` checks it exactly), filtered in C: with s words shared of m, J ≥ t
-        is s(1 + t) − t·m ≥ t·n. A loop over a few dozen candidates an add was most of the
-        cost of dedup in a store of a few thousand entries."""
-        n = len(mine)
-        sets = list(map(self._sets.__getitem__, candidates))
-        shared = map(len, map(mine.intersection, sets))
-        margin = map(operator.sub, map((1 + t).__mul__, shared), map(t.__mul__, map(len, sets)))
-        return list(itertools.compress(candidates, map((t * n - SLACK).__le__, margin)))
-
-    def _candidates(self, kind: str, ordered: list[str], threshold: float) -> set[str]:
-        """Every indexed entry whose keyword set may have plain Jaccard ≥ `threshold` with
-        `ordered` (distinct words, rarest first), and a few that do not.
-
-        A set of size m reaches it with s shared words when s ≥ r(m) = t(n + m)/(1 + t), so
-        it holds one of our first n − r(m) + 1 words (the prefix filter, per size): only
-        those postings could find it. Reading READ_AHEAD more of them and counting its hits
-        there, c, bounds s by c plus the words not read, so one with c < r(m) − (words not
-        read) is left out unseen. At 100k memories that reads ~2× the postings of the bare
-        prefix filter and leaves ~35× fewer candidates (each a set intersection), and the
-        common words at the end of `ordered` are still never read. In a smaller store (see
-        COUNT_FROM) the bare prefix filter is used."""
-        ahead = READ_AHEAD if self._per_kind[kind] >= self.count_from else 0
-        furthest, plan = _plan(len(ordered), threshold, ahead)
-        read: dict[int, list[list[str]]] = {}  # per size, the postings it reads
-        for position, word in enumerate(ordered[:furthest], start=1):
-            for m, ids in self._postings.get((kind, word), {}).items():
-                planned = plan.get(m)
-                if planned is not None and position <= planned[0]:
-                    read.setdefault(m, []).append(ids)
-        met: set[str] = set()
-        for m, postings in read.items():
-            met |= _held_by_at_least(postings, plan[m][1])
-        return met
-
-
-def _held_by_at_least(postings: list[list[str]], needed: int) -> set[str]:
-    """The ids in at least `needed` of `postings`, by set operations (in C): the ids seen
-    in at least j + 1 of the lists read so far are `levels[j]`; a level that can no longer
-    reach `needed` with the lists left is not kept up. At 100,000 memories a third less CPU
-    than counting every id (a Counter of each size's postings)."""
-    if needed <= 1:
-        return set().union(*postings)
-    top, last = needed - 1, len(postings) - 1
-    if last < top:
-        return set()
-    levels: list[set[str]] = [set() for _ in range(needed)]
-    for i, ids in enumerate(postings):
-        low = max(0, top - (last - i))  # the lowest level still able to reach the top
-        now: Collection[str] = set(ids) if i < last or low == 0 else ids
-        for j in range(min(top, i), max(low, 1) - 1, -1):
-            if levels[j - 1]:
-                levels[j] |= levels[j - 1].intersection(now)
-        if low == 0:
-            levels[0].update(now)
-    return levels[top]
+    def _passing(
+        self, kind: str, ordered: list[str], mine: frozenset[str], threshold: float
+    ) -> list[tuple[str, tuple[str, ...], int]]:
+        """(id, distinct words, words shared) of every indexed entry of type `kind` whose
+        plain Jaccard with `ordered` (distinct words) is at least `threshold` (within
+        EPSILON): per class that can reach it, the slots held by enough of the words'
+        postings (`bitsets.at_least`)."""
+        n = len(ordered)
+        out: list[tuple[str, tuple[str, ...], int]] = []
+        classes, homes = self._classes, self._homes
+        for m, needed in _needed(n, threshold):
+            number = classes.get((kind, m))
+            if number is None:
+                continue
+            home = homes[number][1]
+            held = [h for h in map(home.postings.get, ordered) if h is not None]
+            if len(held) < needed:
+                continue
+            bits = at_least([h if isinstance(h, int) else from_members(h) for h in held], needed)
+            if not bits:
+                continue
+            ids, words = home.ids, home.words
+            for slot in members(bits):
+                listed = words[slot]
+                out.append((ids[slot], listed, len(mine.intersection(listed))))
+        return out
 
 
 @functools.lru_cache(maxsize=1024)
-def _plan(n: int, threshold: float, ahead: int) -> tuple[int, dict[int, tuple[int, int]]]:
-    """What `Lookup._candidates` reads for a set of `n` words: per size of the other set,
-    how many of our words (rarest first) and how many hits in them it needs; and the most
-    words any size needs."""
-    plan: dict[int, tuple[int, int]] = {}
-    for m in range(math.ceil(threshold * n - 1e-9), math.floor(n / threshold + 1e-9) + 1):
-        needed = math.ceil(threshold * (n + m) / (1 + threshold) - SLACK)
-        read = min(n, n - needed + 1 + ahead)
-        plan[m] = (read, needed - (n - read))
-    return max((read for read, _ in plan.values()), default=0), plan
+def _needed(n: int, threshold: float) -> tuple[tuple[int, int], ...]:
+    """For a set of `n` distinct words: (m, s) for each size m of another set that can
+    reach plain Jaccard `threshold` (within EPSILON), s the fewest shared words that do
+    (s / (n + m − s) grows with s)."""
+    out = []
+    for m in range(1, int(n / threshold) + 2):
+        for s in range(1, min(n, m) + 1):
+            if s / (n + m - s) >= threshold - EPSILON:
+                out.append((m, s))
+                break
+    return tuple(out)

@@ -1,0 +1,70 @@
+"""Sets of small integers as Python ints (bit i set: i is a member), for counting in C.
+
+A union, an intersection or a symmetric difference of two such sets is one operation over
+machine words, where the same on `set` objects visits every member: the dedup lookup
+(store.lookup) counts, over a few thousand entries of one keyword-set size, in how many of
+a new text's words each entry appears, with a few dozen of these operations.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from functools import reduce
+from operator import or_
+
+_NONZERO = re.compile(rb"[^\x00]")
+# the positions of the bits set in each byte value, lowest first
+_BYTE_BITS = tuple(tuple(i for i in range(8) if value >> i & 1) for value in range(256))
+
+
+def members(bits: int) -> list[int]:
+    """The members of `bits` (≥ 0), in increasing order: the zero bytes are skipped in C."""
+    if not bits:
+        return []
+    data = bits.to_bytes((bits.bit_length() + 7) // 8, "little")
+    out: list[int] = []
+    extend = out.extend
+    for found in _NONZERO.finditer(data):
+        at = found.start()
+        base = at * 8
+        extend([base + i for i in _BYTE_BITS[data[at]]])
+    return out
+
+
+def from_members(slots: Iterable[int]) -> int:
+    """The set holding `slots` (an or of single bits, in C)."""
+    return reduce(or_, map((1).__lshift__, slots), 0)
+
+
+def at_least(sets: Sequence[int], needed: int) -> int:
+    """The members held by at least `needed` (≥ 1) of `sets`.
+
+    Each member's count is kept in binary across bit planes (plane k holds the members
+    whose count has bit k set), so adding a set costs a few operations however many sets
+    there are (a ripple-carry adder run on every member at once); the comparison with
+    `needed` then reads the planes from the top."""
+    if needed <= 1:
+        total = 0
+        for bits in sets:
+            total |= bits
+        return total
+    if len(sets) < needed:
+        return 0
+    planes: list[int] = [0] * len(sets).bit_length()
+    for bits in sets:
+        carry = bits
+        k = 0
+        while carry:
+            plane = planes[k]
+            planes[k] = plane ^ carry
+            carry &= plane
+            k += 1
+    # count ≥ needed: greater at the first plane where they differ, or equal throughout
+    greater, equal = 0, -1
+    for k in range(len(planes) - 1, -1, -1):
+        if needed >> k & 1:
+            equal &= planes[k]
+        else:
+            greater |= equal & planes[k]
+    return greater | equal

@@ -1,0 +1,99 @@
+"""The dedup lookup's candidates: bitsets, size classes, and the floor met exactly."""
+
+from __future__ import annotations
+
+import random
+from array import array
+from dataclasses import replace
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mnemod.domain.model import Entry
+from test_dedup import entry
+
+
+@given(st.lists(st.frozensets(st.integers(0, 300)), max_size=12), st.integers(0, 13))
+def test_the_members_of_enough_bitsets_are_counted(sets: list[frozenset[int]], needed: int) -> None:
+    """What the lookup's candidates are made of: the slots at least `needed` sets hold."""
+    from collections import Counter
+
+    from mnemod.domain.bitsets import at_least, from_members, members
+
+    counted = Counter(i for each in sets for i in each)
+    expected = sorted(i for i, n in counted.items() if n >= max(1, needed))
+    assert [sorted(members(from_members(each))) for each in sets] == [sorted(e) for e in sets]
+    assert members(at_least([from_members(each) for each in sets], needed)) == expected
+
+
+KEYWORD_SETS = st.lists(st.sampled_from([f"w{i}" for i in range(6)]), max_size=5)
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 30), KEYWORD_SETS, st.sampled_from(["context", "fact"])),
+        min_size=5,
+        max_size=80,
+    ),
+    KEYWORD_SETS,
+    st.sampled_from([0.2, 0.45, 0.5, 0.75, 1.0]),
+    st.sampled_from([1, 2, 3, 64]),
+)
+def test_the_lookup_passes_exactly_the_entries_at_the_floor(
+    changes: list[tuple[int, list[str], str]], probe: list[str], floor: float, dense: int
+) -> None:
+    """Whatever was added, changed and taken out before (slots freed and taken again,
+    postings turned from arrays to bitmaps and back), the lookup's candidates are the
+    entries of the probe's type whose plain keyword Jaccard with it reaches the floor, each
+    with the words it shares: what comparing with every entry finds."""
+    from mnemod.store.lookup import Lookup
+
+    lookup = Lookup(dense_share=dense)  # small shares: both forms of postings in use
+    held: dict[str, Entry] = {}
+    for number, keywords, kind in changes:
+        at = f"E{number:02d}"
+        if at in held and number % 3 == 0:  # some go, the others are indexed again
+            lookup.discard(held.pop(at))
+            continue
+        held[at] = replace(entry(at, keywords), type=kind)
+        lookup.add(held[at])
+    for words in [probe, *(e.keywords for e in held.values())]:  # every stored set too
+        mine = frozenset(words)
+        found = {
+            other: (frozenset(listed), shared)
+            for other, listed, shared in lookup._passing("context", sorted(mine), mine, floor)
+        }
+        expected = {
+            e.id: (frozenset(e.keywords), len(mine & set(e.keywords)))
+            for e in held.values()
+            if e.type == "context"
+            and (shared := len(mine & set(e.keywords)))
+            and shared / len(mine | set(e.keywords)) >= floor - 1e-9
+        }
+        assert found == expected
+
+
+@settings(max_examples=40)
+@given(st.randoms(use_true_random=False), st.sampled_from([2, 4, 8]))
+def test_a_size_class_holds_each_words_slots(rng: random.Random, dense: int) -> None:
+    """Adds and removals in any order: each word's postings (a bitmap or an array, as the
+    share of the class holding it goes up and down) hold exactly the slots of its holders."""
+    from mnemod.domain.bitsets import members
+    from mnemod.store.lookup import _SizeClass
+
+    home = _SizeClass(dense)
+    holders: dict[int, tuple[str, ...]] = {}
+    vocabulary = [f"w{i}" for i in range(10)]
+    for number in range(100):
+        if rng.random() < 0.5 or not holders:
+            words = tuple(rng.sample(vocabulary, rng.randint(0, 3)))
+            holders[home.add(f"E{number}", words)] = words
+        else:
+            slot = rng.choice(sorted(holders))
+            home.remove(slot)
+            del holders[slot]
+        for word in vocabulary:
+            posted = home.postings.get(word, array("I"))
+            slots = members(posted) if isinstance(posted, int) else sorted(posted)
+            assert slots == sorted(s for s, held in holders.items() if word in held)
+    assert len(home) == len(holders)
