@@ -103,12 +103,10 @@ class Resolver:
         self._hot: set[str] = set()
         self._triggered: set[str] = set()
         self._patterns: dict[str, Any] = {}
-        self._seq: dict[str, int] = {}
-        self._order: list[tuple[datetime, int, str]] = []
+        # the L3 ids by (created_at, seq): ids only, their keys read from the candidates
+        self._order: list[str] = []
         self._near: dict[str, list[tuple[str, int]]] = {}  # neighbours; cleared when _order changes
         self._next_seq = 0
-        self._timed: dict[str, bool] = {}  # whether a memory says when (Resolver._tells_when)
-        self._asking: dict[str, bool] = {}  # whether a memory asks (Resolver._asks)
 
     @property
     def has_once_items(self) -> bool:
@@ -126,24 +124,32 @@ class Resolver:
         return self._items.get(candidate_id)
 
     def upsert(self, candidate: Candidate) -> None:
-        """Add or replace; the index is touched only when the content changed."""
+        """Add or replace; the index is touched only when the content changed. The candidate
+        kept carries its insertion number and, while the content is the same, what was
+        learnt of it (a copy is kept when the given one does not)."""
         old = self._items.get(candidate.id)
-        self._items[candidate.id] = candidate
-        if old is None or old.content != candidate.content:
+        fresh = old is None or old.content != candidate.content
+        if fresh:
             self.index.add(candidate.id, analyze(candidate.content, self.settings))
-            self._timed.pop(candidate.id, None)
-            self._asking.pop(candidate.id, None)
+        if old is None:
+            seq, self._next_seq = self._next_seq, self._next_seq + 1
+        else:
+            seq = old.seq
+        timed, asking = (None, None) if old is None or fresh else (old.timed, old.asking)
+        if candidate.seq != seq or candidate.timed is not timed or candidate.asking is not asking:
+            candidate = replace(candidate, seq=seq, timed=timed, asking=asking)
+        moved = (
+            old is None or old.created_at != candidate.created_at or old.layer != candidate.layer
+        )
+        if moved and old is not None and old.layer == "l3":
+            self._order_remove(old)  # before the new candidate takes its place
+        self._items[candidate.id] = candidate
         (self._hot.add if candidate.hot else self._hot.discard)(candidate.id)
         wants_trigger = bool(candidate.triggers) and not candidate.hot
         (self._triggered.add if wants_trigger else self._triggered.discard)(candidate.id)
-        if old is None:
-            self._seq[candidate.id] = self._next_seq
-            self._next_seq += 1
-        if old is None or old.created_at != candidate.created_at or old.layer != candidate.layer:
-            if old is not None and old.layer == "l3":
-                self._order_remove(old)
+        if moved:
             if candidate.layer == "l3":
-                bisect.insort(self._order, self._order_key(candidate))
+                self._order_insert(candidate)
             self._near.clear()
 
     def accessed(self, candidate_id: str, access_count: int, last_accessed_at: datetime) -> bool:
@@ -165,28 +171,40 @@ class Resolver:
         return True
 
     def remove(self, candidate_id: str) -> bool:
-        old = self._items.pop(candidate_id, None)
+        old = self._items.get(candidate_id)
         if old is None:
             return False
+        if old.layer == "l3":
+            self._order_remove(old)  # while the candidate still gives its key
+            self._near.clear()
+        del self._items[candidate_id]
         self.index.remove(candidate_id)
         self.costs.forget(candidate_id)
-        self._timed.pop(candidate_id, None)
-        self._asking.pop(candidate_id, None)
         self._hot.discard(candidate_id)
         self._triggered.discard(candidate_id)
-        if old.layer == "l3":
-            self._order_remove(old)
-            self._near.clear()
-        del self._seq[candidate_id]
         return True
 
-    def _order_key(self, candidate: Candidate) -> tuple[datetime, int, str]:
-        return (candidate.created_at, self._seq[candidate.id], candidate.id)
+    def _order_key(self, candidate_id: str) -> tuple[datetime, int]:
+        """Where an L3 item stands in `_order` (its seq is unique: no tie is left)."""
+        candidate = self._items[candidate_id]
+        return (candidate.created_at, candidate.seq)
+
+    def _order_at(self, candidate: Candidate) -> int:
+        """The position of `candidate` in `_order` (which holds it), or where it would go."""
+        key = (candidate.created_at, candidate.seq)
+        return bisect.bisect_left(self._order, key, key=self._order_key)
+
+    def _order_insert(self, candidate: Candidate) -> None:
+        """Memories mostly arrive in time order: then the id is appended, without a search."""
+        order = self._order
+        if not order or self._order_key(order[-1]) < (candidate.created_at, candidate.seq):
+            order.append(candidate.id)
+        else:
+            bisect.insort(order, candidate.id, key=self._order_key)
 
     def _order_remove(self, candidate: Candidate) -> None:
-        key = self._order_key(candidate)
-        at = bisect.bisect_left(self._order, key)
-        if at < len(self._order) and self._order[at] == key:
+        at = self._order_at(candidate)
+        if at < len(self._order) and self._order[at] == candidate.id:
             del self._order[at]
 
     def neighbours(self, candidate_id: str) -> list[tuple[str, int]]:
@@ -201,7 +219,8 @@ class Resolver:
         candidate = self._items[candidate_id]
         if candidate.layer != "l3":
             return []
-        at = bisect.bisect_left(self._order, self._order_key(candidate))
+        at = self._order_at(candidate)
+        items = self._items
         window = self.settings.neighbour_window_s
         out = []
         for step in (-1, 1):
@@ -209,8 +228,11 @@ class Resolver:
                 other = at + step * distance
                 if not 0 <= other < len(self._order):
                     break
-                moment, _, other_id = self._order[other]
-                if abs((moment - candidate.created_at).total_seconds()) > window:
+                other_id = self._order[other]
+                if (
+                    abs((items[other_id].created_at - candidate.created_at).total_seconds())
+                    > window
+                ):
                     break
                 out.append((other_id, step * distance))
         return out
@@ -327,17 +349,16 @@ class Resolver:
 
     def _tells_when(self, candidate: Candidate) -> bool:
         """cues.tells_when of the candidate's content, kept until the content changes."""
-        known = self._timed.get(candidate.id)
-        if known is None:
-            known = self._timed[candidate.id] = tells_when(candidate.content)
-        return known
+        known = candidate.timed
+        return (
+            candidate.remember("timed", tells_when(candidate.content)) if known is None else known
+        )
 
     def _asks(self, candidate_id: str) -> bool:
         """ranking.asks of the candidate's content, kept until the content changes."""
-        known = self._asking.get(candidate_id)
-        if known is None:
-            known = self._asking[candidate_id] = asks(self._items[candidate_id].content)
-        return known
+        candidate = self._items[candidate_id]
+        known = candidate.asking
+        return candidate.remember("asking", asks(candidate.content)) if known is None else known
 
     def _beyond_floor(self, found: TopK, floor: float, most: float = 1.0) -> bool:
         """True when nothing outside the pool can reach the relevance floor: such a document
