@@ -408,7 +408,7 @@ def test_pool_stays_put_when_its_lines_are_too_long_for_the_budget(
 def test_neighbours_follow_time_then_arrival_through_changes(counter: TokenCounter) -> None:
     """Neighbours come from the L3 items in (created_at, arrival) order, kept through adds,
     re-dated items, moves between layers and removals (checked against that order built
-    from scratch)."""
+    from scratch); an item arrives when it joins L3 at its moment."""
     resolver = Resolver(counter)
     arrival: dict[str, int] = {}
     tickets = itertools.count()
@@ -421,8 +421,11 @@ def test_neighbours_follow_time_then_arrival_through_changes(counter: TokenCount
             held.pop(id_, None)
             arrival.pop(id_, None)
             continue
-        arrival.setdefault(id_, next(tickets))  # kept while the item stays
-        held[id_] = mem(id_, f"note {id_}", layer=layer, at=T0 + timedelta(minutes=minute))
+        item = mem(id_, f"note {id_}", layer=layer, at=T0 + timedelta(minutes=minute))
+        was = held.get(id_)
+        if was is None or (was.created_at, was.layer) != (item.created_at, item.layer):
+            arrival[id_] = next(tickets)  # it joins its moment (anew) last
+        held[id_] = item
         resolver.upsert(held[id_])
         order = sorted(
             (c for c in held.values() if c.layer == "l3"),

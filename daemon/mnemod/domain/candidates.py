@@ -32,9 +32,9 @@ class Candidate:
     access_count: int = 0
     merged_from: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
-    # kept by the Resolver that holds the candidate, left out of equality: its insertion
-    # number (orders candidates created at the same moment), and what it learnt of the
-    # content (see `remember`)
+    # kept by the Resolver that holds the candidate, left out of equality: its place among
+    # the L3 items created at the same moment (`Resolver._next_seq`), and what it learnt of
+    # the content (see `remember`)
     seq: int = field(default=0, compare=False)
     timed: bool | None = field(default=None, compare=False)
     asking: bool | None = field(default=None, compare=False)

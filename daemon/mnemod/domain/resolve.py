@@ -106,7 +106,6 @@ class Resolver:
         # the L3 ids by (created_at, seq): ids only, their keys read from the candidates
         self._order: list[str] = []
         self._near: dict[str, list[tuple[str, int]]] = {}  # neighbours; cleared when _order changes
-        self._next_seq = 0
 
     @property
     def has_once_items(self) -> bool:
@@ -125,24 +124,22 @@ class Resolver:
 
     def upsert(self, candidate: Candidate) -> None:
         """Add or replace; the index is touched only when the content changed. The candidate
-        kept carries its insertion number and, while the content is the same, what was
-        learnt of it (a copy is kept when the given one does not)."""
+        kept carries its place among the L3 items created at the same moment and, while the
+        content is the same, what was learnt of it (a copy is kept when the given one does
+        not)."""
         old = self._items.get(candidate.id)
         fresh = old is None or old.content != candidate.content
         if fresh:
             self.index.add(candidate.id, analyze(candidate.content, self.settings))
-        if old is None:
-            seq, self._next_seq = self._next_seq, self._next_seq + 1
-        else:
-            seq = old.seq
-        timed, asking = (None, None) if old is None or fresh else (old.timed, old.asking)
-        if candidate.seq != seq or candidate.timed is not timed or candidate.asking is not asking:
-            candidate = replace(candidate, seq=seq, timed=timed, asking=asking)
         moved = (
             old is None or old.created_at != candidate.created_at or old.layer != candidate.layer
         )
         if moved and old is not None and old.layer == "l3":
-            self._order_remove(old)  # before the new candidate takes its place
+            self._order_remove(old)  # while the old candidate still gives its key
+        seq = old.seq if old is not None and not moved else self._next_seq(candidate)
+        timed, asking = (None, None) if old is None or fresh else (old.timed, old.asking)
+        if candidate.seq != seq or candidate.timed is not timed or candidate.asking is not asking:
+            candidate = replace(candidate, seq=seq, timed=timed, asking=asking)
         self._items[candidate.id] = candidate
         (self._hot.add if candidate.hot else self._hot.discard)(candidate.id)
         wants_trigger = bool(candidate.triggers) and not candidate.hot
@@ -184,8 +181,24 @@ class Resolver:
         self._triggered.discard(candidate_id)
         return True
 
+    def _next_seq(self, candidate: Candidate) -> int:
+        """The seq that puts an L3 item after those created at the same moment: 0 (a cached
+        int, no object a memory) unless some are; an item moved in time or into L3 joins
+        its moment last."""
+        order = self._order
+        items = self._items
+        if (
+            candidate.layer != "l3"
+            or not order
+            or items[order[-1]].created_at < candidate.created_at
+        ):
+            return 0
+        at = bisect.bisect_right(order, candidate.created_at, key=lambda i: items[i].created_at)
+        before = items[order[at - 1]] if at else None
+        return before.seq + 1 if before and before.created_at == candidate.created_at else 0
+
     def _order_key(self, candidate_id: str) -> tuple[datetime, int]:
-        """Where an L3 item stands in `_order` (its seq is unique: no tie is left)."""
+        """Where an L3 item stands in `_order` (seqs differ within a moment: no tie)."""
         candidate = self._items[candidate_id]
         return (candidate.created_at, candidate.seq)
 
