@@ -103,8 +103,9 @@ class Resolver:
         self._hot: set[str] = set()
         self._triggered: set[str] = set()
         self._patterns: dict[str, Any] = {}
-        # the L3 ids by (created_at, seq): ids only, their keys read from the candidates
+        # the L3 ids by (created_at, seq), and their created_at (shared with the candidates)
         self._order: list[str] = []
+        self._times: list[datetime] = []
         self._near: dict[str, list[tuple[str, int]]] = {}  # neighbours; cleared when _order changes
 
     @property
@@ -135,7 +136,7 @@ class Resolver:
             old is None or old.created_at != candidate.created_at or old.layer != candidate.layer
         )
         if moved and old is not None and old.layer == "l3":
-            self._order_remove(old)  # while the old candidate still gives its key
+            self._order_remove(old)  # while the old candidate still gives its seq
         seq = old.seq if old is not None and not moved else self._next_seq(candidate)
         timed, asking = (None, None) if old is None or fresh else (old.timed, old.asking)
         if candidate.seq != seq or candidate.timed is not timed or candidate.asking is not asking:
@@ -172,7 +173,7 @@ class Resolver:
         if old is None:
             return False
         if old.layer == "l3":
-            self._order_remove(old)  # while the candidate still gives its key
+            self._order_remove(old)  # while the candidate still gives its seq
             self._near.clear()
         del self._items[candidate_id]
         self.index.remove(candidate_id)
@@ -185,40 +186,37 @@ class Resolver:
         """The seq that puts an L3 item after those created at the same moment: 0 (a cached
         int, no object a memory) unless some are; an item moved in time or into L3 joins
         its moment last."""
-        order = self._order
-        items = self._items
-        if (
-            candidate.layer != "l3"
-            or not order
-            or items[order[-1]].created_at < candidate.created_at
-        ):
+        times = self._times
+        if candidate.layer != "l3" or not times or times[-1] < candidate.created_at:
             return 0
-        at = bisect.bisect_right(order, candidate.created_at, key=lambda i: items[i].created_at)
-        before = items[order[at - 1]] if at else None
-        return before.seq + 1 if before and before.created_at == candidate.created_at else 0
+        at = bisect.bisect_right(times, candidate.created_at)
+        if at and times[at - 1] == candidate.created_at:
+            return self._items[self._order[at - 1]].seq + 1
+        return 0
 
-    def _order_key(self, candidate_id: str) -> tuple[datetime, int]:
-        """Where an L3 item stands in `_order` (seqs differ within a moment: no tie)."""
-        candidate = self._items[candidate_id]
-        return (candidate.created_at, candidate.seq)
+    def _seq_of(self, candidate_id: str) -> int:
+        return self._items[candidate_id].seq
 
     def _order_at(self, candidate: Candidate) -> int:
-        """The position of `candidate` in `_order` (which holds it), or where it would go."""
-        key = (candidate.created_at, candidate.seq)
-        return bisect.bisect_left(self._order, key, key=self._order_key)
+        """The position of `candidate` in `_order` (which holds it)."""
+        times, moment = self._times, candidate.created_at
+        at = bisect.bisect_left(times, moment)
+        end = bisect.bisect_right(times, moment, at)
+        if end - at > 1:  # several at that moment: they stand by seq
+            at = bisect.bisect_left(self._order, candidate.seq, at, end, key=self._seq_of)
+        return at
 
     def _order_insert(self, candidate: Candidate) -> None:
-        """Memories mostly arrive in time order: then the id is appended, without a search."""
-        order = self._order
-        if not order or self._order_key(order[-1]) < (candidate.created_at, candidate.seq):
-            order.append(candidate.id)
-        else:
-            bisect.insort(order, candidate.id, key=self._order_key)
+        """After those created at the same moment (its seq is the highest there)."""
+        at = bisect.bisect_right(self._times, candidate.created_at)
+        self._order.insert(at, candidate.id)
+        self._times.insert(at, candidate.created_at)
 
     def _order_remove(self, candidate: Candidate) -> None:
         at = self._order_at(candidate)
         if at < len(self._order) and self._order[at] == candidate.id:
             del self._order[at]
+            del self._times[at]
 
     def neighbours(self, candidate_id: str) -> list[tuple[str, int]]:
         """(id, distance) of the L3 items created just before and after this one."""
@@ -233,7 +231,7 @@ class Resolver:
         if candidate.layer != "l3":
             return []
         at = self._order_at(candidate)
-        items = self._items
+        times = self._times
         window = self.settings.neighbour_window_s
         out = []
         for step in (-1, 1):
@@ -241,13 +239,9 @@ class Resolver:
                 other = at + step * distance
                 if not 0 <= other < len(self._order):
                     break
-                other_id = self._order[other]
-                if (
-                    abs((items[other_id].created_at - candidate.created_at).total_seconds())
-                    > window
-                ):
+                if abs((times[other] - candidate.created_at).total_seconds()) > window:
                     break
-                out.append((other_id, step * distance))
+                out.append((self._order[other], step * distance))
         return out
 
     def _pattern(self, source: str) -> Any:
