@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -402,3 +403,53 @@ def test_pool_stays_put_when_its_lines_are_too_long_for_the_budget(
     result = resolver.resolve("When did Caroline paint a sunrise?", 100, NOW)
     assert result.items == [] and result.dropped > 0
     assert searches == [resolver.pool_size(100)]
+
+
+def test_neighbours_follow_time_then_arrival_through_changes(counter: TokenCounter) -> None:
+    """Neighbours come from the L3 items in (created_at, arrival) order, kept through adds,
+    re-dated items, moves between layers and removals (checked against that order built
+    from scratch); an item arrives when it joins L3 at its moment."""
+    resolver = Resolver(counter)
+    arrival: dict[str, int] = {}
+    tickets = itertools.count()
+    held: dict[str, Candidate] = {}
+    # many items share a moment, so the arrival order decides most neighbours
+    steps = [(f"m{n % 9}", n % 4, "l2" if n % 5 == 0 else "l3", n % 7 == 6) for n in range(60)]
+    for id_, minute, layer, drop in steps:
+        if drop:
+            resolver.remove(id_)
+            held.pop(id_, None)
+            arrival.pop(id_, None)
+            continue
+        item = mem(id_, f"note {id_}", layer=layer, at=T0 + timedelta(minutes=minute))
+        was = held.get(id_)
+        if was is None or (was.created_at, was.layer) != (item.created_at, item.layer):
+            arrival[id_] = next(tickets)  # it joins its moment (anew) last
+        held[id_] = item
+        resolver.upsert(held[id_])
+        order = sorted(
+            (c for c in held.values() if c.layer == "l3"),
+            key=lambda c: (c.created_at, arrival[c.id]),
+        )
+        for at, c in enumerate(order):
+            want = [
+                (order[at + step * d].id, step * d)
+                for step in (-1, 1)
+                for d in range(1, 4)
+                if 0 <= at + step * d < len(order)
+            ]
+            assert resolver.neighbours(c.id) == want
+
+
+def test_what_is_learnt_of_a_content_is_forgotten_when_it_changes(counter: TokenCounter) -> None:
+    """The candidate keeps whether its content says when; a new content is asked again."""
+    first = mem("a", "We met on Monday, 3 June 2024.")
+    resolver = resolver_with(counter, first)
+    kept = resolver.get("a")
+    assert kept is not None and resolver._tells_when(kept) and kept.timed
+    resolver.upsert(replace(kept, content="We met."))  # the copy would carry `timed` along
+    changed = resolver.get("a")
+    assert changed is not None and changed.timed is None and not resolver._tells_when(changed)
+    resolver.upsert(replace(first, content="We met.", importance=4))  # same content: known
+    again = resolver.get("a")
+    assert again is not None and again.timed is False and again.importance == 4

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal, Protocol
 
@@ -32,6 +32,19 @@ class Candidate:
     access_count: int = 0
     merged_from: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
+    # kept by the Resolver that holds the candidate, left out of equality: its place among
+    # the L3 items created at the same moment (`Resolver._next_seq`), and what it learnt of
+    # the content (see `remember`)
+    seq: int = field(default=0, compare=False)
+    timed: bool | None = field(default=None, compare=False)
+    asking: bool | None = field(default=None, compare=False)
+
+    def remember(self, name: str, value: bool) -> bool:
+        """Keep `value`, a pure function of the (immutable) content, in field `name`: the
+        candidate stays equal and any holder computes the same value, so caching it here
+        is as safe as a dict beside it, and costs no entry per memory."""
+        object.__setattr__(self, name, value)
+        return value
 
     @property
     def hot(self) -> bool:

@@ -103,12 +103,10 @@ class Resolver:
         self._hot: set[str] = set()
         self._triggered: set[str] = set()
         self._patterns: dict[str, Any] = {}
-        self._seq: dict[str, int] = {}
-        self._order: list[tuple[datetime, int, str]] = []
+        # the L3 ids by (created_at, seq), and their created_at (shared with the candidates)
+        self._order: list[str] = []
+        self._times: list[datetime] = []
         self._near: dict[str, list[tuple[str, int]]] = {}  # neighbours; cleared when _order changes
-        self._next_seq = 0
-        self._timed: dict[str, bool] = {}  # whether a memory says when (Resolver._tells_when)
-        self._asking: dict[str, bool] = {}  # whether a memory asks (Resolver._asks)
 
     @property
     def has_once_items(self) -> bool:
@@ -126,24 +124,30 @@ class Resolver:
         return self._items.get(candidate_id)
 
     def upsert(self, candidate: Candidate) -> None:
-        """Add or replace; the index is touched only when the content changed."""
+        """Add or replace; the index is touched only when the content changed. The candidate
+        kept carries its place among the L3 items created at the same moment and, while the
+        content is the same, what was learnt of it (a copy is kept when the given one does
+        not)."""
         old = self._items.get(candidate.id)
-        self._items[candidate.id] = candidate
-        if old is None or old.content != candidate.content:
+        fresh = old is None or old.content != candidate.content
+        if fresh:
             self.index.add(candidate.id, analyze(candidate.content, self.settings))
-            self._timed.pop(candidate.id, None)
-            self._asking.pop(candidate.id, None)
+        moved = (
+            old is None or old.created_at != candidate.created_at or old.layer != candidate.layer
+        )
+        if moved and old is not None and old.layer == "l3":
+            self._order_remove(old)  # while the old candidate still gives its seq
+        seq = old.seq if old is not None and not moved else self._next_seq(candidate)
+        timed, asking = (None, None) if old is None or fresh else (old.timed, old.asking)
+        if candidate.seq != seq or candidate.timed is not timed or candidate.asking is not asking:
+            candidate = replace(candidate, seq=seq, timed=timed, asking=asking)
+        self._items[candidate.id] = candidate
         (self._hot.add if candidate.hot else self._hot.discard)(candidate.id)
         wants_trigger = bool(candidate.triggers) and not candidate.hot
         (self._triggered.add if wants_trigger else self._triggered.discard)(candidate.id)
-        if old is None:
-            self._seq[candidate.id] = self._next_seq
-            self._next_seq += 1
-        if old is None or old.created_at != candidate.created_at or old.layer != candidate.layer:
-            if old is not None and old.layer == "l3":
-                self._order_remove(old)
+        if moved:
             if candidate.layer == "l3":
-                bisect.insort(self._order, self._order_key(candidate))
+                self._order_insert(candidate)
             self._near.clear()
 
     def accessed(self, candidate_id: str, access_count: int, last_accessed_at: datetime) -> bool:
@@ -165,29 +169,54 @@ class Resolver:
         return True
 
     def remove(self, candidate_id: str) -> bool:
-        old = self._items.pop(candidate_id, None)
+        old = self._items.get(candidate_id)
         if old is None:
             return False
+        if old.layer == "l3":
+            self._order_remove(old)  # while the candidate still gives its seq
+            self._near.clear()
+        del self._items[candidate_id]
         self.index.remove(candidate_id)
         self.costs.forget(candidate_id)
-        self._timed.pop(candidate_id, None)
-        self._asking.pop(candidate_id, None)
         self._hot.discard(candidate_id)
         self._triggered.discard(candidate_id)
-        if old.layer == "l3":
-            self._order_remove(old)
-            self._near.clear()
-        del self._seq[candidate_id]
         return True
 
-    def _order_key(self, candidate: Candidate) -> tuple[datetime, int, str]:
-        return (candidate.created_at, self._seq[candidate.id], candidate.id)
+    def _next_seq(self, candidate: Candidate) -> int:
+        """The seq that puts an L3 item after those created at the same moment: 0 (a cached
+        int, no object a memory) unless some are; an item moved in time or into L3 joins
+        its moment last."""
+        times = self._times
+        if candidate.layer != "l3" or not times or times[-1] < candidate.created_at:
+            return 0
+        at = bisect.bisect_right(times, candidate.created_at)
+        if at and times[at - 1] == candidate.created_at:
+            return self._items[self._order[at - 1]].seq + 1
+        return 0
+
+    def _seq_of(self, candidate_id: str) -> int:
+        return self._items[candidate_id].seq
+
+    def _order_at(self, candidate: Candidate) -> int:
+        """The position of `candidate` in `_order` (which holds it)."""
+        times, moment = self._times, candidate.created_at
+        at = bisect.bisect_left(times, moment)
+        end = bisect.bisect_right(times, moment, at)
+        if end - at > 1:  # several at that moment: they stand by seq
+            at = bisect.bisect_left(self._order, candidate.seq, at, end, key=self._seq_of)
+        return at
+
+    def _order_insert(self, candidate: Candidate) -> None:
+        """After those created at the same moment (its seq is the highest there)."""
+        at = bisect.bisect_right(self._times, candidate.created_at)
+        self._order.insert(at, candidate.id)
+        self._times.insert(at, candidate.created_at)
 
     def _order_remove(self, candidate: Candidate) -> None:
-        key = self._order_key(candidate)
-        at = bisect.bisect_left(self._order, key)
-        if at < len(self._order) and self._order[at] == key:
+        at = self._order_at(candidate)
+        if at < len(self._order) and self._order[at] == candidate.id:
             del self._order[at]
+            del self._times[at]
 
     def neighbours(self, candidate_id: str) -> list[tuple[str, int]]:
         """(id, distance) of the L3 items created just before and after this one."""
@@ -201,7 +230,8 @@ class Resolver:
         candidate = self._items[candidate_id]
         if candidate.layer != "l3":
             return []
-        at = bisect.bisect_left(self._order, self._order_key(candidate))
+        at = self._order_at(candidate)
+        times = self._times
         window = self.settings.neighbour_window_s
         out = []
         for step in (-1, 1):
@@ -209,10 +239,9 @@ class Resolver:
                 other = at + step * distance
                 if not 0 <= other < len(self._order):
                     break
-                moment, _, other_id = self._order[other]
-                if abs((moment - candidate.created_at).total_seconds()) > window:
+                if abs((times[other] - candidate.created_at).total_seconds()) > window:
                     break
-                out.append((other_id, step * distance))
+                out.append((self._order[other], step * distance))
         return out
 
     def _pattern(self, source: str) -> Any:
@@ -327,17 +356,16 @@ class Resolver:
 
     def _tells_when(self, candidate: Candidate) -> bool:
         """cues.tells_when of the candidate's content, kept until the content changes."""
-        known = self._timed.get(candidate.id)
-        if known is None:
-            known = self._timed[candidate.id] = tells_when(candidate.content)
-        return known
+        known = candidate.timed
+        return (
+            candidate.remember("timed", tells_when(candidate.content)) if known is None else known
+        )
 
     def _asks(self, candidate_id: str) -> bool:
         """ranking.asks of the candidate's content, kept until the content changes."""
-        known = self._asking.get(candidate_id)
-        if known is None:
-            known = self._asking[candidate_id] = asks(self._items[candidate_id].content)
-        return known
+        candidate = self._items[candidate_id]
+        known = candidate.asking
+        return candidate.remember("asking", asks(candidate.content)) if known is None else known
 
     def _beyond_floor(self, found: TopK, floor: float, most: float = 1.0) -> bool:
         """True when nothing outside the pool can reach the relevance floor: such a document
