@@ -31,7 +31,6 @@ from mnemod.domain.dedup import (
     Side,
     compare,
     jaccard_floor,
-    rare_first,
     unworded_score,
 )
 from mnemod.domain.model import Entry
@@ -190,8 +189,7 @@ class Lookup:
         kind = entry.type
         frequency = self._frequency
         threshold = jaccard_floor(config)  # the candidates' bound: plain keyword Jaccard
-        ordered = rare_first(entry.keywords, lambda w: frequency.get((kind, w), 0))
-        mine = frozenset(ordered)
+        mine = frozenset(entry.keywords)
         size = len(mine)
         indexed = entry.id in self._placed  # then its words are weighed as if it were not
 
@@ -206,7 +204,7 @@ class Lookup:
         # each candidate's score before its penalties (unworded_score) bounds its score: they are
         # judged best bound first, until no bound left can reach the best score found
         bounded: list[tuple[float, str, Side]] = []
-        for other_id, listed, shared in self._passing(kind, ordered, mine, threshold):
+        for other_id, listed, shared in self._passing(kind, mine, threshold):
             if other_id == entry.id:
                 continue
             plain = shared / (size + len(listed) - shared)
@@ -232,13 +230,13 @@ class Lookup:
         return (entries[best_id], best_score) if best_id else None
 
     def _passing(
-        self, kind: str, ordered: list[str], mine: frozenset[str], threshold: float
+        self, kind: str, mine: frozenset[str], threshold: float
     ) -> list[tuple[str, tuple[str, ...], int]]:
         """(id, distinct words, words shared) of every indexed entry of type `kind` whose
-        plain Jaccard with `ordered` (distinct words) is at least `threshold` (within
-        EPSILON): per class that can reach it, the slots held by enough of the words'
-        postings (`bitsets.at_least`)."""
-        n = len(ordered)
+        plain Jaccard with `mine` is at least `threshold` (within EPSILON): per class that
+        can reach it, the slots held by enough of the words' postings (`bitsets.at_least`,
+        which counts them in any order)."""
+        n = len(mine)
         out: list[tuple[str, tuple[str, ...], int]] = []
         classes, homes = self._classes, self._homes
         for m, needed in _needed(n, threshold):
@@ -246,7 +244,7 @@ class Lookup:
             if number is None:
                 continue
             home = homes[number][1]
-            held = [h for h in map(home.postings.get, ordered) if h is not None]
+            held = [h for h in map(home.postings.get, mine) if h is not None]
             if len(held) < needed:
                 continue
             bits = at_least([h if isinstance(h, int) else from_members(h) for h in held], needed)
