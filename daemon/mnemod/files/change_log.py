@@ -78,18 +78,27 @@ def _checked(line: bytes) -> int:
     return mark
 
 
-def record_seq(line: bytes) -> int | None:
-    """The seq of a line whose CRC holds, read from its start as `encode_record` writes it
-    (`{"seq":7,`) without decoding the rest (a record of a bulk import holds 80 MB of
-    entries); other lines are decoded. None when the line is torn or damaged."""
-    mark = _checked(line)
-    if not mark:
-        return None
+def leading_seq(line: bytes) -> int | None:
+    """The seq a line gives at its start as `encode_record` writes it (`{"seq":7,`), its
+    CRC not checked and the rest not read; None for a line that does not start so."""
     if line.startswith(_SEQ_MARK):
         end = line.find(b",", len(_SEQ_MARK), len(_SEQ_MARK) + 21)
         digits = line[len(_SEQ_MARK) : end] if end > 0 else b""
         if digits.isdigit():
             return int(digits)
+    return None
+
+
+def record_seq(line: bytes) -> int | None:
+    """The seq of a line whose CRC holds, read from its start (`leading_seq`) without
+    decoding the rest (a record of a bulk import holds 80 MB of entries); other lines are
+    decoded. None when the line is torn or damaged."""
+    mark = _checked(line)
+    if not mark:
+        return None
+    seq = leading_seq(line)
+    if seq is not None:
+        return seq
     record = decode_record(line)
     return None if record is None else int(record["seq"])
 
@@ -290,7 +299,7 @@ class ChangeLog:
             return None
         if len(line) != length or not line.endswith(b"\n"):
             return None
-        ours = line.startswith(b'{"seq":%d,' % self.last_seq) or record_seq(line) == self.last_seq
+        ours = leading_seq(line) == self.last_seq or record_seq(line) == self.last_seq
         return line if ours else None
 
     @property

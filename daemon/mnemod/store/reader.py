@@ -29,7 +29,7 @@ import orjson
 
 from mnemod.domain.model import Entry
 from mnemod.errors import CorruptFileError, InvalidInputError
-from mnemod.files.change_log import ChangeLog
+from mnemod.files.change_log import ChangeLog, leading_seq
 from mnemod.files.l3_store import ENTRIES_MARK, FORMAT, STATS_FIELDS
 from mnemod.store.commits import State
 from mnemod.store.l2_layer import L2Files
@@ -40,7 +40,6 @@ _HEAD_LIMIT = 64 * 1024 * 1024  # the L2 entries are in the head: a generous bou
 _ENTRY_LIMIT = 4 * 1024 * 1024  # one entry's JSON: content is at most 64 KB by default
 _FEW_IDS = 100  # ids looked for one by one (a find each) rather than in one pass
 _ID_AT = re.compile(rb'[\[,]\{"id":"((?:[^"\\]|\\.)*)",')  # an L3 entry's start
-_SEQ_START = re.compile(rb'\{"seq":(\d{1,20}),')  # a record's line as the change log writes it
 
 
 @dataclass(frozen=True)
@@ -147,8 +146,8 @@ def none_after(folder: Path, seq: int) -> bool:
             if m[size - 1 : size] != b"\n":
                 return False
             start = m.rfind(b"\n", 0, size - 1) + 1
-            found = _SEQ_START.match(m[start : start + 40])
-    return found is not None and int(found.group(1)) <= seq
+            found = leading_seq(m[start : start + 40])
+    return found is not None and found <= seq
 
 
 def replayed(
