@@ -9,9 +9,9 @@ then, after `--settle` seconds, the resident memory of the daemon (`rss_mb`, and
 `per_entry_kb` is the daemon's resident memory above the empty daemon's, per entry: what
 sizing a memory limit (systemd `MemoryMax`, a container's `mem_limit`) needs.
 
-`--keep DIR` keeps each built store in DIR/n<size> and measures a copy of it on later runs
-instead of building it again (a 100,000-entry store takes minutes to build): run from two
-checkouts with the same DIR, the two are measured on the very same files.
+`--keep DIR` keeps each built store in DIR (by size and corpus) and measures a copy of it
+on later runs instead of building it again (a 100,000-entry store takes minutes to build):
+run from two checkouts with the same DIR, the two are measured on the very same files.
 
     python bench/footprint.py [--data PATH] [--sizes 0,1000,10000,100000] [--settle 1]
         [--keep DIR] [--out bench/results/footprint.json]
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import random
-import shutil
 import sys
 import tempfile
 import time
@@ -55,15 +54,7 @@ def measure(size: int, turns: list[str], settle: float, keep: Path | None) -> di
     row: dict[str, Any] = {"entries": size}
     with tempfile.TemporaryDirectory(prefix="mnemod-footprint-") as name:
         folder = Path(name) / "store"
-        kept = keep / f"n{size}" if keep is not None else None
-        if kept is not None and kept.exists():
-            shutil.copytree(kept, folder, ignore=shutil.ignore_patterns("redis"))
-        else:
-            folder.mkdir()
-            if size:
-                speed.build(folder, size, speed.memories(turns, random.Random(size)))
-            if kept is not None:
-                shutil.copytree(folder, kept)
+        speed.kept_build(folder, size, turns, speed.memories(turns, random.Random(size)), keep)
         with speed.daemon(folder) as (_, pid, ready):
             time.sleep(settle)
             row["start_s"] = round(ready, 2)

@@ -51,7 +51,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import cProfile
-import hashlib
 import io
 import itertools
 import json
@@ -91,7 +90,6 @@ from results import write_results  # noqa: E402
 
 KEYS = Keys("mnemod", "default")
 PIPELINE = 100  # events per XADD pipeline of an ingest agent
-COPY_IGNORE = shutil.ignore_patterns("redis", "*.lock", "*.log")
 
 
 # ---- small helpers --------------------------------------------------------------------------
@@ -124,7 +122,7 @@ def ratio(value: float, base: float) -> float | None:
 
 
 def copy_store(source: Path, target: Path) -> Path:
-    shutil.copytree(source, target, ignore=COPY_IGNORE)
+    shutil.copytree(source, target, ignore=speed.STORE_COPY_IGNORE)
     return target
 
 
@@ -645,23 +643,11 @@ def built(
     size and corpus is copied instead of built again, and one built now is kept there."""
     source = speed.memories(turns, random.Random(size))
     folder = base / f"n{size}"
-    row: dict[str, Any] = {"entries": size}
-    mark = hashlib.sha256("\n".join(turns).encode()).hexdigest()[:12]
-    keep = Path(kept) / f"n{size}-{mark}" if kept is not None else None
-    done = keep.with_suffix(".json") if keep is not None else None
-    if keep is not None and done is not None and done.exists():
-        copy_store(keep, folder)
-        for _ in range(size):
-            next(source)
-        row["build_s"] = json.loads(done.read_text())["build_s"]
-        log(f"{size}: copied from {keep} (built in {row['build_s']} s)")
-        return source, folder, row
-    row["build_s"] = round(speed.build(folder, size, source), 1)
-    log(f"{size}: built in {row['build_s']} s")
-    if keep is not None and done is not None:
-        shutil.rmtree(keep, ignore_errors=True)
-        copy_store(folder, keep)
-        done.write_text(json.dumps({"build_s": row["build_s"]}))  # written last: complete
+    seconds, copied = speed.kept_build(
+        folder, size, turns, source, Path(kept) if kept is not None else None
+    )
+    row: dict[str, Any] = {"entries": size, "build_s": seconds}
+    log(f"{size}: copied (built in {seconds} s)" if copied else f"{size}: built in {seconds} s")
     return source, folder, row
 
 
