@@ -13,20 +13,28 @@ The floor of one durable `Store.add` (a change-log record appended and fsynced) 
 too: `--appends` appends of a record of the size an add writes, each with its fsync, p50
 and p99 in ms.
 
+XADD→visible (`--visible` adds at `--visible-rate`/s by one agent, as in bench/scale.py):
+the daemon's XADD→hash in the hot layer and XADD→acknowledged, beside the floor loop's
+XADD→acknowledged, p50/p99 in ms. Each runs as the machine is (its load average printed)
+and with `--hogs` processes spinning on the CPU beside it, so what the machine's other work
+adds to the latency is told apart from what the daemon's own work does.
+
     python bench/ingest_floor.py [--events 4000] [--agents 1] [--data …/locomo-dev.jsonl]
+        [--visible 400] [--visible-rate 100] [--hogs 2]
         [--out bench/results/ingest_floor.json]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing
 import os
 import random
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +101,87 @@ def floor(folder: Path, contents: list[str], agents: int, batch: int) -> dict[st
             "cpu_s_per_1000": round(1000 * cpu / total, 3), "batches": batches}  # fmt: skip
 
 
+def _floor_loop(url: str, batch: int, log: Path, stop: Any) -> None:
+    """The floor's loop as a process of its own, until `stop` is set."""
+    client = connect(url, socket_timeout=60.0)
+    with log.open("ab") as handle:
+        while not stop.is_set():
+            replies = client.xreadgroup(GROUP, "floor", {KEYS.events: ">"}, batch, 100)
+            for _, messages in replies or []:
+                handle.write(b"".join(orjson.dumps(fields) + b"\n" for _, fields in messages))
+                handle.flush()
+                os.fsync(handle.fileno())
+                client.xack(KEYS.events, GROUP, *[event_id for event_id, _ in messages])
+
+
+def _spin(stop: Any) -> None:
+    while not stop.is_set():
+        sum(range(10_000))
+
+
+@contextlib.contextmanager
+def hogs(count: int) -> Iterator[None]:
+    """`count` processes spinning on the CPU meanwhile: other work on the machine."""
+    context = multiprocessing.get_context("fork")
+    stop = context.Event()
+    procs = [context.Process(target=_spin, args=(stop,)) for _ in range(count)]
+    for proc in procs:
+        proc.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        for proc in procs:
+            proc.join(timeout=10)
+
+
+def floor_visible(folder: Path, source: Iterator[str], count: int, rate: float,
+                  batch: int) -> dict[str, Any]:  # fmt: skip
+    """XADD→acknowledged of the floor's loop (its events never reach a hot layer)."""
+    folder.mkdir()
+    server = EmbeddedRedis(folder / "redis")
+    url = server.start()
+    context = multiprocessing.get_context("fork")
+    stop = context.Event()
+    try:
+        connect(url).xgroup_create(KEYS.events, GROUP, id="0", mkstream=True)
+        loop = context.Process(target=_floor_loop, args=(url, batch, folder / "floor.jsonl", stop))
+        loop.start()
+        try:
+            row = scale.xadd_visible(url, source, count, rate, wait_visible=False)
+        finally:
+            stop.set()
+            loop.join(timeout=30)
+    finally:
+        server.stop()
+    return row
+
+
+def daemon_visible(folder: Path, source: Iterator[str], count: int,
+                   rate: float) -> dict[str, Any]:  # fmt: skip
+    """XADD→visible and →acknowledged of `mnemod run` on an empty store."""
+    folder.mkdir()
+    with scale.daemon(folder) as running:
+        running.warmed(60.0)
+        return scale.xadd_visible(running.url, source, count, rate)
+
+
+def visible(base: Path, source: Iterator[str], args: argparse.Namespace,
+            batch: int) -> dict[str, Any]:  # fmt: skip
+    """The floor's and the daemon's latency, as the machine is and beside `--hogs`."""
+    out: dict[str, Any] = {}
+    for load in ("as is", f"{args.hogs} hogs"):
+        with hogs(args.hogs if load != "as is" else 0):
+            loadavg = os.getloadavg()[0]
+            name = load.replace(" ", "_")
+            floor_row = floor_visible(base / f"floor-{name}", source, args.visible,
+                                      args.visible_rate, batch)  # fmt: skip
+            daemon_row = daemon_visible(base / f"daemon-{name}", source, args.visible,
+                                        args.visible_rate)  # fmt: skip
+        out[load] = {"loadavg": round(loadavg, 2), "floor": floor_row, "daemon": daemon_row}
+    return out
+
+
 def append_floor(folder: Path, count: int, size: int = 1200) -> dict[str, Any]:
     """`count` appends of `size` bytes, each fsynced (what a durable add cannot go below)."""
     record = b"x" * (size - 1) + b"\n"
@@ -113,6 +202,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--events", type=int, default=4000)
     parser.add_argument("--agents", type=int, default=1)
     parser.add_argument("--appends", type=int, default=200, help="timed fsynced appends")
+    parser.add_argument("--visible", type=int, default=400, help="events timed to visible")
+    parser.add_argument("--visible-rate", type=float, default=100.0, help="their events/s")
+    parser.add_argument("--hogs", type=int, default=2, help="spinning processes, loaded runs")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "ingest_floor.json"))
     args = parser.parse_args(argv)
     turns, _, label = speed.corpus(Path(args.data))
@@ -126,6 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         bare = floor(base / "floor", contents, args.agents, batch)
         (base / "daemon").mkdir()
         daemon = scale.ingest(base / "daemon", iter(contents), args.events, args.agents)
+        latency = visible(base, source, args, batch) if args.visible else {}
     ratio = scale.ratio(bare["events_per_s"], daemon["events_per_s"])
     cpu_ratio = scale.ratio(daemon["cpu_s_per_1000"], bare["cpu_s_per_1000"])
     print(f"durable ingest into an empty store, {args.events} adds by {args.agents} agent(s), "
@@ -138,10 +231,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     print(f"floor / mnemod: {ratio} in events/s, {cpu_ratio} in CPU an event")
     print(f"append + fsync of one add's record: p50 {appends['p50']} ms, p99 {appends['p99']} ms")
+    if latency:
+        print(f"XADD->visible, {args.visible} adds at {args.visible_rate}/s by one agent "
+              "(ms; the floor's events are only acknowledged)")  # fmt: skip
+        print(f"{'':<22}{'load avg':>9}{'p50':>9}{'p99':>9}{'max':>9}")
+        for load, run in latency.items():
+            for title, ms in (("floor: acked", run["floor"]["acked_ms"]),
+                              ("mnemod: acked", run["daemon"]["acked_ms"]),
+                              ("mnemod: in hot layer", run["daemon"]["visible_ms"])):  # fmt: skip
+                print(f"{title:<22}{run['loadavg']:>9}{ms['p50']:>9}{ms['p99']:>9}{ms['max']:>9}"
+                      f"  {load}")  # fmt: skip
     write_results(args.out, {"corpus": label, "batch_size": batch, "floor": bare,
                              "daemon": daemon, "floor_vs_daemon": ratio,
                              "daemon_vs_floor_cpu": cpu_ratio,
-                             "append_fsync_ms": appends})  # fmt: skip
+                             "append_fsync_ms": appends, "visible": latency})  # fmt: skip
     return 0
 
 

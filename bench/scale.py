@@ -254,9 +254,12 @@ def add_fields(content: str) -> dict[str, str]:
 
 
 # ---- daemon measurements --------------------------------------------------------------------
-def xadd_visible(url: str, source: Iterator[str], count: int, rate: float) -> dict[str, Any]:
+def xadd_visible(
+    url: str, source: Iterator[str], count: int, rate: float, wait_visible: bool = True
+) -> dict[str, Any]:
     """One agent XADDs `count` adds at `rate`/s; a poller notes when each item's hash is in
-    the hot layer and when its event is acknowledged."""
+    the hot layer (unless not `wait_visible`: a loop with no hot layer) and when its event
+    is acknowledged."""
     client = connect(url, socket_timeout=60.0)
     poller = connect(url, socket_timeout=60.0)
     sent: dict[str, tuple[str, float]] = {}  # item id -> (event id, sent at)
@@ -269,7 +272,7 @@ def xadd_visible(url: str, source: Iterator[str], count: int, rate: float) -> di
         while True:
             with lock:
                 waiting = [(i, e, t) for i, (e, t) in sent.items() if i not in acked]
-                unseen = [i for i in sent if i not in visible]
+                unseen = [i for i in sent if i not in visible] if wait_visible else []
             if not waiting and not unseen and done.is_set():
                 return
             pipe = poller.pipeline(transaction=False)
