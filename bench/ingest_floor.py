@@ -154,7 +154,7 @@ def floor_visible(folder: Path, source: Iterator[str], count: int, rate: float,
             loop.join(timeout=30)
     finally:
         server.stop()
-    return row
+    return {k: v for k, v in row.items() if k not in ("visible_ms", "never_visible")}
 
 
 def daemon_visible(folder: Path, source: Iterator[str], count: int,
