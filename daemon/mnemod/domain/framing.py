@@ -23,9 +23,10 @@ checks the assembled text once more at the end.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from functools import lru_cache
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from mnemod.tokens import TokenCounter
@@ -67,9 +68,8 @@ def is_dated(candidate: Candidate) -> bool:
     return candidate.layer == "l3"
 
 
-def time_order(candidate: Candidate) -> tuple[datetime, int]:
-    """Where a dated line goes: by time, then by its place among those of the same moment."""
-    return candidate.created_at, candidate.seq
+# where a dated line goes: by time, then by its place among those of the same moment
+time_order: Callable[[Candidate], tuple[datetime, int]] = attrgetter("created_at", "seq")
 
 
 def render(items: Sequence[Candidate], dropped: int) -> str:
@@ -154,10 +154,8 @@ def total_tokens(costs: FrameCosts, items: Sequence[Candidate], dropped: int) ->
         return used + costs.note(dropped)
     # no note: the last line has no newline after it
     if dated:
-        last = dated[0]
-        for candidate in dated:  # render's stable sort puts the last of equal places last
-            if time_order(candidate) >= time_order(last):
-                last = candidate
+        # render's stable sort puts the last of equal places last; max keeps the first
+        last = max(reversed(dated), key=time_order)
     elif items:
         last = [c for c in items if not is_dated(c)][-1]
     else:
