@@ -3,6 +3,7 @@ to count the whole text exactly without tokenizing it again."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from hypothesis import given, settings
@@ -51,6 +52,13 @@ def item(n: int, hours: int, layer: str = "l3") -> Candidate:
     )
 
 
+def test_the_memories_of_one_moment_keep_the_order_they_were_added_in() -> None:
+    # a session's turns share its time; taken in rank order, they still read as said
+    said = [replace(item(n, 0), seq=n) for n in range(3)]
+    lines = render([said[2], said[0], said[1]], 0).splitlines()
+    assert lines[2:] == ["- memory number 0", "- memory number 1", "- memory number 2"]
+
+
 def test_a_day_shows_its_year_where_the_year_changes() -> None:
     items = [item(1, 0), item(2, 1), item(3, 24), item(4, 24 * 13), item(5, 24 * 14)]
     assert render(items, 0).splitlines()[1:] == [
@@ -69,20 +77,23 @@ def test_a_day_shows_its_year_where_the_year_changes() -> None:
 @settings(max_examples=200, deadline=None)
 @given(
     st.lists(
-        st.tuples(st.integers(0, 24 * 800), st.sampled_from(["l1", "l3", "l3", "l3"])),
+        st.tuples(
+            st.integers(0, 24 * 800), st.sampled_from(["l1", "l3", "l3", "l3"]), st.integers(0, 2)
+        ),
         min_size=1,
         max_size=15,
     ),
     st.integers(0, 3),
 )
 def test_packing_tally_and_total_match_the_rendered_text(
-    picks: list[tuple[int, str]], dropped: int
+    picks: list[tuple[int, str, int]], dropped: int
 ) -> None:
-    # taken in any order, each day's header costed as it ends up (a day before its year's
-    # first takes the year from it): the tally, the total and the text agree exactly
+    # taken in any order (of time, and of place within a moment), each day's header costed
+    # as it ends up (a day before its year's first takes the year from it): the tally, the
+    # total and the text agree exactly
     costs = FrameCosts(COUNTER)
     tally = Tally(costs, budget=1_000_000, reserve=0)
-    items = [item(n, hours, layer) for n, (hours, layer) in enumerate(picks)]
+    items = [replace(item(n, hours, layer), seq=seq) for n, (hours, layer, seq) in enumerate(picks)]
     for candidate in items:
         tally.take(candidate)
     text = render(items, dropped)

@@ -223,6 +223,17 @@ def test_the_turn_after_a_question_is_its_answer(counter: TokenCounter) -> None:
     assert even["after"] == even["before"]
 
 
+def test_a_sessions_turns_read_in_the_order_they_were_said(counter: TokenCounter) -> None:
+    # the answer outranks its question; the text still shows the question first
+    question = mem("q", "Melanie: What did you paint last week?", at=T0)
+    answer = mem("a", "Caroline: I painted a sunrise, a sunrise over the lake.", at=T0)
+    resolver = resolver_with(counter, question, answer)
+    result = resolver.resolve("sunrise", 500, NOW)
+    assert ids(result) == ["a", "q"]
+    lines = result.text.splitlines()
+    assert lines.index("- " + question.content) < lines.index("- " + answer.content)
+
+
 def test_zero_budget_is_empty(counter: TokenCounter) -> None:
     resolver = resolver_with(counter, mem("a", "Something", layer="l1"))
     result = resolver.resolve("x", 0, NOW)

@@ -9,21 +9,24 @@
     - Melanie: We ran a charity race last Saturday.
     (12 more matching memories left out)
 
-Permanent items (L1, L2) come first and undated; L3 items follow oldest first, under one
-line per day (UTC), `[8 May 2023]`, the year left out while it is the previous line's
-(`[25 May]`): a date costs a few tokens once per day rather than on every line, and lets a
-model answer "when" questions. A header with its year costs 7 tokens, one without 4 (an
-ISO `[2023-05-08]` costs 8): on LoCoMo a resolve of 1,000 tokens holds some seven days, so
-the shorter headers leave room for about one more memory. Every piece is counted with the
-real tokenizer; `FrameCosts` caches the counts so packing can add up marginal costs, and
-the resolver checks the assembled text once more at the end.
+Permanent items (L1, L2) come first and undated; L3 items follow oldest first (those of one
+moment, as the turns of a session that share its time, in the order they were added, so a
+reply follows what it answers whatever their ranks), under one line per day (UTC),
+`[8 May 2023]`, the year left out while it is the previous line's (`[25 May]`): a date
+costs a few tokens once per day rather than on every line, and lets a model answer "when"
+questions. A header with its year costs 7 tokens, one without 4 (an ISO `[2023-05-08]`
+costs 8): on LoCoMo a resolve of 1,000 tokens holds some seven days, so the shorter headers
+leave room for about one more memory. Every piece is counted with the real tokenizer;
+`FrameCosts` caches the counts so packing can add up marginal costs, and the resolver
+checks the assembled text once more at the end.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from functools import lru_cache
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from mnemod.tokens import TokenCounter
@@ -65,13 +68,17 @@ def is_dated(candidate: Candidate) -> bool:
     return candidate.layer == "l3"
 
 
+# where a dated line goes: by time, then by its place among those of the same moment
+time_order: Callable[[Candidate], tuple[datetime, int]] = attrgetter("created_at", "seq")
+
+
 def render(items: Sequence[Candidate], dropped: int) -> str:
     """The text for `items` (any order) and the left-out note; empty when there is nothing."""
     if not items and not dropped:
         return ""
     lines = [HEADING]
     lines.extend(item_line(c.content) for c in items if not is_dated(c))
-    dated = sorted((c for c in items if is_dated(c)), key=lambda c: c.created_at)
+    dated = sorted((c for c in items if is_dated(c)), key=time_order)
     current = ""
     for candidate in dated:
         day = day_of(candidate.created_at)
@@ -147,10 +154,8 @@ def total_tokens(costs: FrameCosts, items: Sequence[Candidate], dropped: int) ->
         return used + costs.note(dropped)
     # no note: the last line has no newline after it
     if dated:
-        last = dated[0]
-        for candidate in dated:  # render's stable sort puts the last of equal times last
-            if candidate.created_at >= last.created_at:
-                last = candidate
+        # render's stable sort puts the last of equal places last; max keeps the first
+        last = max(reversed(dated), key=time_order)
     elif items:
         last = [c for c in items if not is_dated(c)][-1]
     else:
