@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from mnemod.domain.gc import GcPlan, GcReport, planning
+from mnemod.domain.gc import GcPlan, GcReport, examining, planning
 from mnemod.domain.retention import is_expired
 from mnemod.domain.similar_pairs import KeywordIndex, Settlement
 from mnemod.store.heap import YoungOnly
@@ -178,6 +178,9 @@ class GcRun:
                     settlement.pending,
                 )
             )
+            # what this run changed (the survivors) is looked from now, not by the next run
+            examined = yield from examining(engine.entries, engine.config, now, index)
+            yield from index.settling(examined)
         merged = sum(len(taken) for _, taken in merges)
         return GcReport(
             expired=len(expired),
