@@ -6,8 +6,9 @@ dedup-merge (non-chaining groups), mark promotable, and promote when the policy 
 Merges are found from a `KeywordIndex` (domain.similar_pairs): given the engine's, kept in
 step with its entries, a plan looks only from the entries changed since the last applied
 plan, with word weights from document frequencies the index keeps fixed for a while
-(`KeywordIndex.changes`); without one, from every entry. Either way it forms the groups the
-exhaustive pass over every pair forms with the same frequencies
+(`KeywordIndex.changes`), and after a plan was applied what it changed itself is looked
+from at once (`examining`); without one, from every entry. Either way it forms the groups
+the exhaustive pass over every pair forms with the same frequencies
 (domain.dedup.merge_groups; tests/test_gc_plan.py checks it).
 """
 
