@@ -11,14 +11,17 @@ For each size:
 - `scratch`: `plan_gc` without an index (it builds one and looks from every entry), as
   the first GC after start-up;
 - the plan is applied as the engine applies it (expired and folded entries leave the
-  index, survivors are added again), the index settled; then `--new` more memories of the
-  same corpus are added, and `after_new` is the plan from the index (looking only from the
-  entries changed since: the new ones and the merge survivors);
+  index, survivors are added again), the index settled; `examine` is what the engine does
+  next in the same GC run (store.gc_run): the pairs of what the run changed (the merges'
+  survivors) judged at once (domain.gc.examining), and `first_gc_cpu_s` the plan and that
+  together; then `--new` more memories of the same corpus are added, and `after_new` is
+  the plan from the index (looking only from the entries changed since: the new ones);
 - `full_check`: whether that plan equals the plan from scratch of the same entries with
   the same word counts;
 - `looked_from`: how many entries that plan looks from; `pending`: the pairs it judges
-  again (none: word weights come from counts the index keeps until a share of the store
-  changed, so a refused pair waits for one of its entries to change);
+  again (the pairs the examination accepted: word weights come from counts the index
+  keeps until a share of the store changed, so a refused pair waits for one of its
+  entries to change);
 - `exhaustive`: the pass GC made before (`domain.dedup.merge_groups` over every live
   entry, whose candidate pairs from a prefix filter are all enumerated and kept in a set,
   then judged by `domain.dedup.compare`):
@@ -33,7 +36,7 @@ built from all entries keeps, and `lookup_mb` what the engine's `Lookup` keeps f
 near-duplicate check on add, for comparison.
 
     python bench/gc_scale.py [--data PATH] [--sizes 10000,50000,100000] [--new 1000]
-        [--exhaustive-max 10000] [--out bench/results/gc_scale.json]
+        [--exhaustive-max 10000] [--no-peak] [--out bench/results/gc_scale.json]
 """
 
 from __future__ import annotations
@@ -55,12 +58,13 @@ sys.path.insert(0, str(ROOT / "daemon"))
 import resolve_speed as speed  # noqa: E402
 from mnemod.config import Config  # noqa: E402
 from mnemod.domain import dedup  # noqa: E402
-from mnemod.domain.gc import GcPlan, mergeable, plan_gc  # noqa: E402
+from mnemod.domain.gc import GcPlan, examining, mergeable, plan_gc  # noqa: E402
 from mnemod.domain.keywords import extract_keywords  # noqa: E402
 from mnemod.domain.merge import decide_merge, merge_into  # noqa: E402
 from mnemod.domain.model import Entry  # noqa: E402
 from mnemod.domain.retention import is_expired  # noqa: E402
 from mnemod.domain.similar_pairs import KeywordIndex, WordCounts  # noqa: E402
+from mnemod.domain.steps import run_through  # noqa: E402
 from mnemod.store.heap import YoungOnly  # noqa: E402
 from mnemod.store.lookup import Lookup  # noqa: E402
 from results import write_results  # noqa: E402
@@ -170,7 +174,7 @@ def apply(plan: GcPlan, entries: dict[str, Entry], index: KeywordIndex, now: dat
 
 
 def measure(
-    size: int, turns: list[str], new: int, exhaustive_max: int, config: Config
+    size: int, turns: list[str], new: int, exhaustive_max: int, config: Config, peaks: bool
 ) -> dict[str, Any]:
     source = speed.memories(turns, random.Random(size))
     entries = make_entries(source, 0, size, config.limits.max_keywords)
@@ -180,7 +184,8 @@ def measure(
     plan, row["scratch_s"], row["scratch_cpu_s"] = timed(lambda: plan_gc(entries, config, now))
     row["merges"] = len(plan.merges)
     row["folded"] = sum(len(folded) for _, folded in plan.merges)
-    row["scratch_peak_mb"] = peak_mb(lambda: plan_gc(entries, config, now))
+    if peaks:
+        row["scratch_peak_mb"] = peak_mb(lambda: plan_gc(entries, config, now))
     row["index_mb"] = kept_mb(lambda: KeywordIndex(config.dedup.floor, entries))
     row["lookup_mb"] = kept_mb(lambda: lookup_of(entries))
     if size <= exhaustive_max:
@@ -192,9 +197,14 @@ def measure(
 
     # the first GC applied, then new memories
     index, row["index_s"], _ = timed(lambda: KeywordIndex(config.dedup.floor, entries))
-    first = plan_gc(entries, config, now, index=index)
+    first, _, first_cpu = timed(lambda: plan_gc(entries, config, now, index=index))
     held = {e.id: e for e in entries}
     apply(first, held, index, now)
+    examined, row["examine_s"], row["examine_cpu_s"] = timed(
+        lambda: run_through(examining(held, config, now, index))
+    )
+    index.settle(examined)
+    row["first_gc_cpu_s"] = first_cpu + row["examine_cpu_s"]
     for entry in make_entries(source, size, new, config.limits.max_keywords):
         held[entry.id] = entry
         index.add(entry)
@@ -205,7 +215,8 @@ def measure(
         lambda: plan_gc(current, config, now, index=index)
     )
     row["after_new_merges"] = len(after.merges)
-    row["after_new_peak_mb"] = peak_mb(lambda: plan_gc(current, config, now, index=index))
+    if peaks:
+        row["after_new_peak_mb"] = peak_mb(lambda: plan_gc(current, config, now, index=index))
     fresh = KeywordIndex(config.dedup.floor, current, reweigh_at=math.inf)
     fresh.weights = index.weights  # the same word counts, every entry looked from
     row["full_check"] = after.merges == plan_gc(current, config, now, index=fresh).merges
@@ -242,13 +253,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sizes", default="10000,50000,100000")
     parser.add_argument("--new", type=int, default=1000, help="memories added after a GC")
     parser.add_argument("--exhaustive-max", type=int, default=10000)
+    parser.add_argument(
+        "--no-peak", action="store_true", help="skip the traced runs for peak memory"
+    )
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "gc_scale.json"))
     args = parser.parse_args(argv)
     turns, _, label = speed.corpus(Path(args.data))
     config = Config()
     rows = []
     for size in sorted(int(s) for s in args.sizes.split(",")):
-        rows.append(measure(size, turns, args.new, args.exhaustive_max, config))
+        rows.append(measure(size, turns, args.new, args.exhaustive_max, config, not args.no_peak))
         print(f"  {size} entries done", file=sys.stderr)
     extrapolate(rows)
 
@@ -265,6 +279,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         ("scratch_peak_mb", "peak_mb"),
         ("index_mb", "index_mb"),
         ("lookup_mb", "lookup_mb"),
+        ("examine_cpu_s", "exam_cpu_s"),
+        ("first_gc_cpu_s", "1st_cpu_s"),
         ("looked_from", "looked_from"),
         ("pending", "pending"),
         ("after_new_s", "after_new_s"),

@@ -79,9 +79,9 @@ def test_a_size_class_holds_each_words_slots(rng: random.Random, dense: int) -> 
     """Adds and removals in any order: each word's postings (a bitmap or an array, as the
     share of the class holding it goes up and down) hold exactly the slots of its holders."""
     from mnemod.domain.bitsets import members
-    from mnemod.store.lookup import _SizeClass
+    from mnemod.domain.size_classes import SizeClass
 
-    home = _SizeClass(dense)
+    home = SizeClass(dense)
     holders: dict[int, tuple[str, ...]] = {}
     vocabulary = [f"w{i}" for i in range(10)]
     for number in range(100):

@@ -6,8 +6,9 @@ dedup-merge (non-chaining groups), mark promotable, and promote when the policy 
 Merges are found from a `KeywordIndex` (domain.similar_pairs): given the engine's, kept in
 step with its entries, a plan looks only from the entries changed since the last applied
 plan, with word weights from document frequencies the index keeps fixed for a while
-(`KeywordIndex.changes`); without one, from every entry. Either way it forms the groups the
-exhaustive pass over every pair forms with the same frequencies
+(`KeywordIndex.changes`), and after a plan was applied what it changed itself is looked
+from at once (`examining`); without one, from every entry. Either way it forms the groups
+the exhaustive pass over every pair forms with the same frequencies
 (domain.dedup.merge_groups; tests/test_gc_plan.py checks it).
 """
 
@@ -207,14 +208,7 @@ def planning(
     looked for from every entry."""
     plan = GcPlan()
     ids = list(entries)
-    expired: list[str] = []
-    for start in range(0, len(ids), SCAN_STEP):
-        for entry_id in ids[start : start + SCAN_STEP]:
-            entry = entries.get(entry_id)
-            if entry is not None and is_expired(entry, now):
-                expired.append(entry_id)
-        yield
-    plan.expired = expired
+    expired = plan.expired = yield from expired_among(entries, now)
     if expire_only:
         return plan
     floor = jaccard_floor(config.dedup)
@@ -229,9 +223,6 @@ def planning(
                     index.hold(entry)
             yield
         index.complete = True
-        index.start_reorder(floor)  # the order of the words held now
-    elif index.needs_reorder(floor):
-        index.start_reorder(floor)
     while not index.repost(POST_STEP):
         yield
     gone = set(expired)
@@ -276,6 +267,39 @@ def planning(
                 plan.promote.append(entry_id)
         yield
     return plan
+
+
+def expired_among(entries: Mapping[str, Entry], now: datetime) -> Generator[None, None, list[str]]:
+    """The ids of the entries expired at `now`, found `SCAN_STEP` entries a step."""
+    ids = list(entries)
+    expired: list[str] = []
+    for start in range(0, len(ids), SCAN_STEP):
+        for entry_id in ids[start : start + SCAN_STEP]:
+            entry = entries.get(entry_id)
+            if entry is not None and is_expired(entry, now):
+                expired.append(entry_id)
+        yield
+    return expired
+
+
+def examining(
+    entries: Mapping[str, Entry], config: Config, now: datetime, index: KeywordIndex
+) -> Generator[None, None, Settlement]:
+    """The pairs of the entries `index` holds marked, judged now: run after a plan was
+    applied and settled, it looks from what that GC changed itself (the merges'
+    survivors, whose keywords grew), so that the next GC looks only from what changes
+    after. Settling its result unmarks them and keeps the pairs accepted as pending: the
+    next plan judges those again (each changed entry's pairs are looked for from it), so it
+    forms the groups it would form looking from every entry examined here. In steps, as
+    `planning`; entries changed meanwhile stay marked."""
+    expired = yield from expired_among(entries, now)
+    changes = index.changes(config.dedup, absent=expired)
+    assert index.weights is not None  # taken by `changes`
+    floor, rule = merge_rule(config, index.weights)
+    live = Live(entries, set(expired))
+    similar, pending = yield from finding_pairs(index, changes, live, floor, rule)
+    accepted = {(a, b) for a, partners in similar.items() for b in partners if a < b}
+    return Settlement(changes.upto, changes.rule, frozenset(), frozenset(pending | accepted))
 
 
 class Live(Mapping[str, Entry]):

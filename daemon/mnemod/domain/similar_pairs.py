@@ -1,11 +1,10 @@
 """Near-duplicate pairs found without comparing every pair, nor again what did not change.
 
-`KeywordIndex` holds the entries' keywords in postings and remembers which entries were
-added or changed since the last GC plan was applied. A plan looks for pairs from those
-entries only, each looked up with its first words in one global order, rarest first, among
-the set sizes that can still reach the floor (the prefix and length filters of all-pairs
-set-similarity joins; see `KeywordIndex.candidates`); candidates are judged by a pair rule
-that may only refuse more than the plain Jaccard floor.
+`KeywordIndex` holds the entries' keywords, posted by type and set size (domain.
+size_classes), and remembers which entries were added or changed since the last GC plan
+was applied. A plan looks for pairs from those entries only, each finding exactly the
+entries whose plain Jaccard with it reaches the floor (`KeywordIndex.passing`); they are
+judged by a pair rule that may only refuse more than the plain Jaccard floor.
 
 Why that finds every pair an exhaustive pass merges: groups are formed greedily (oldest
 first, each entry taking its most similar ungrouped partners, `merge_groups`), so an entry
@@ -25,25 +24,26 @@ A plan can be made in slices (`finding_pairs` yields between entries) while the 
 change: one changed after the plan's `Changes` were taken stays marked for the next plan,
 so a pair judged on its old words is judged again then.
 
-Memory: the postings (a prefix of each entry's words, 12 bytes a word), the word counts,
-the pending pairs and the accepted pairs found; candidate pairs are never kept.
+After a plan is applied, what it changed itself (the merges' survivors, marked again) can
+be looked from at once (domain.gc.examining): the pairs accepted then are kept as pending
+(judged again by the next plan) and the entries settled, so that the next plan looks
+only from what changes after.
+
+Memory: the postings (domain.size_classes), the word counts, the pending pairs and the
+accepted pairs found; candidate pairs are never kept.
 """
 
 from __future__ import annotations
 
 import heapq
-import math
-from array import array
-from bisect import bisect_left, bisect_right
 from collections import Counter, defaultdict
 from collections.abc import Callable, Generator, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from itertools import compress
-from operator import sub
 from typing import NamedTuple
 
 from mnemod.domain.model import Entry
+from mnemod.domain.size_classes import GC_DENSE_SHARE, Passing, SizeClasses
 from mnemod.domain.steps import run_through
 
 
@@ -61,7 +61,6 @@ class Verdict(NamedTuple):
 # already ≥ the floor; it may only refuse more
 PairRule = Callable[[Entry, Entry, float], Verdict]
 
-SLACK = 1e-9  # float error allowed in the filters' favour: they may let through, never drop
 # the share of the entries that may be added, changed or removed before the word counts
 # a plan weighs words by are taken again (docs/design.md §1, "GC")
 REWEIGH_AT = 0.2
@@ -85,13 +84,6 @@ class WordCounts:
     @property
     def entries(self) -> int:
         return sum(self.per_kind.values())
-
-
-def prefix_length(size: int, floor: float) -> int:
-    """How many of a set's words (in any one order) must be looked up to meet every set
-    with Jaccard ≥ floor: such a set shares at least ⌈floor·|A|⌉ of A's words, so one of
-    any |A| − ⌈floor·|A|⌉ + 1 of them."""
-    return size - math.ceil(floor * size - SLACK) + 1
 
 
 def jaccard_rule(threshold: float) -> PairRule:
@@ -132,25 +124,22 @@ class KeywordIndex:
 
     The caller keeps it in step with its entries: `add` when an entry is stored or any
     field the pair rule reads changes (its keywords, type, content...), `discard` when it
-    leaves; after applying a whole plan, `settle` with the plan's `Changes`.
-
-    Each entry's distinct words are kept in one global order, rarest first (by their
-    frequency when the order was last fixed; words met since come first, by spelling),
-    and only its first `posted_length` words are posted, by the set's size and with the
-    word's position in it (see `candidates`). A posting list is, for each size, two arrays
-    sorted by position: 12 bytes an entry, where a dict used as a set takes 40-70; a lookup
-    goes straight to each size it reads."""
+    leaves; after applying a whole plan, `settle` with the plan's `Changes`. Each entry's
+    distinct words are posted by type and set size (domain.size_classes), so that
+    `passing` finds exactly the entries whose plain Jaccard reaches a floor."""
 
     def __init__(
-        self, floor: float, entries: Iterable[Entry] = (), reweigh_at: float = REWEIGH_AT
+        self,
+        floor: float,
+        entries: Iterable[Entry] = (),
+        reweigh_at: float = REWEIGH_AT,
+        dense_share: int = GC_DENSE_SHARE,
     ) -> None:
+        """`dense_share`: see domain.size_classes."""
         self.floor = floor
         self.reweigh_at = reweigh_at
-        # (type, word) -> set size -> the word's positions in the sets (from 1), sorted,
-        # and the entry ids in the same order
-        self._postings: dict[tuple[str, str], dict[int, tuple[array[int], list[str]]]] = {}
-        self._rank: dict[tuple[str, str], int] = {}  # the global order, as fixed last
-        self._words: dict[str, tuple[str, ...]] = {}  # distinct, in the global order
+        self._classes = SizeClasses(dense_share)
+        self._words: dict[str, tuple[str, ...]] = {}  # distinct, in the entry's order
         self._kinds: dict[str, str] = {}
         self._unposted: dict[str, None] = {}  # held, not posted yet (see `repost`)
         self._frequency: Counter[tuple[str, str]] = Counter()  # entries holding each word
@@ -159,14 +148,11 @@ class KeywordIndex:
         self._stamp = 0
         self._settled_under: Hashable = None  # the pair rule of the last applied plan
         self._pending: frozenset[tuple[str, str]] = frozenset()
-        self._drift = 0  # adds and discards since the order was fixed
         self.weights: WordCounts | None = None  # the counts the pair rule weighs words by
         self._weights_drift = 0  # adds and discards since they were taken
         self.complete = True  # holds every entry of its owner (see `hold`)
         for entry in entries:
-            self.hold(entry)
-        self.start_reorder(floor)
-        self.repost(None)
+            self.add(entry)
 
     def __len__(self) -> int:
         return len(self._words)
@@ -176,18 +162,18 @@ class KeywordIndex:
 
     def add(self, entry: Entry) -> None:
         """Index `entry` (again, if it was: what was indexed is replaced) and mark it changed."""
-        self._unindex(entry.id)
-        words = self._words[entry.id] = self._ordered(dict.fromkeys(entry.keywords), entry.type)
-        self._kinds[entry.id] = entry.type
-        self._count(entry.type, words, 1)
-        self._post(entry.id, entry.type, words)
-        self._mark(entry.id)
+        self.hold(entry)
+        del self._unposted[entry.id]
+        self._classes.add(entry.id, entry.type, self._words[entry.id])
 
     def hold(self, entry: Entry) -> None:
-        """`add` without posting: the next `repost` posts it (building an index in slices:
-        holding every entry, then one reorder)."""
+        """`add` without posting: the next `repost` posts it (building an index in slices)."""
         self._unindex(entry.id)
-        words = self._words[entry.id] = tuple(dict.fromkeys(entry.keywords))
+        keywords = entry.keywords
+        words = tuple(dict.fromkeys(keywords))
+        if isinstance(keywords, tuple) and len(words) == len(keywords):
+            words = keywords  # held once, by the entry and here
+        self._words[entry.id] = words
         self._kinds[entry.id] = entry.type
         self._count(entry.type, words, 1)
         self._unposted[entry.id] = None
@@ -197,13 +183,11 @@ class KeywordIndex:
         """Forget an entry that left; a removal makes no pair similar, so nothing is marked."""
         self._unindex(entry_id)
         self._changed.pop(entry_id, None)
-        self._drift += 1
         self._weights_drift += 1
 
     def _mark(self, entry_id: str) -> None:
         self._stamp += 1
         self._changed[entry_id] = self._stamp
-        self._drift += 1
         self._weights_drift += 1
 
     @property
@@ -285,35 +269,6 @@ class KeywordIndex:
         """How many entries of type `kind` are indexed."""
         return self._per_kind.get(kind, 0)
 
-    def tune(self, floor: float) -> None:
-        """Made ready for lookups at `floor`: the postings are built again when they were
-        built for a higher floor (their prefixes too short), or when the entries changed
-        by half since the order was fixed (words that became common, posted as rare, make
-        lookups slow). O(entries), about as often as the store doubles."""
-        if self.needs_reorder(floor):
-            self.start_reorder(floor)
-        self.repost(None)
-
-    def needs_reorder(self, floor: float) -> bool:
-        return floor < self.floor or self._drift > len(self._words) // 2 + 1000
-
-    def reorder(self, floor: float) -> None:
-        """Fix the global order from the words held now and post every prefix for `floor`."""
-        self.start_reorder(floor)
-        self.repost(None)
-
-    def start_reorder(self, floor: float) -> None:
-        """Fix the global order from the words held now, for `floor`, and drop every
-        posting: `repost` posts the entries again (in slices, if need be). Entries added
-        meanwhile are posted at once, in the new order."""
-        frequency = self._frequency
-        ranked = sorted(frequency, key=lambda kw: (kw[0], frequency[kw], kw[1]))
-        self._rank = {kind_word: rank for rank, kind_word in enumerate(ranked)}
-        self.floor = floor
-        self._postings = {}
-        self._drift = 0
-        self._unposted = dict.fromkeys(self._words)
-
     @property
     def ready(self) -> bool:
         """Every entry is posted: lookups find all."""
@@ -325,9 +280,7 @@ class KeywordIndex:
         count = len(unposted) if limit is None else min(limit, len(unposted))
         for _ in range(count):
             entry_id, _ = unposted.popitem()
-            kind = self._kinds[entry_id]
-            words = self._words[entry_id] = self._ordered(self._words[entry_id], kind)
-            self._post(entry_id, kind, words)
+            self._classes.add(entry_id, self._kinds[entry_id], self._words[entry_id])
         return not unposted
 
     def kind(self, entry_id: str) -> str:
@@ -335,96 +288,19 @@ class KeywordIndex:
 
     @property
     def held(self) -> Mapping[str, tuple[str, ...]]:
-        """Each indexed entry's distinct keywords, in the global order (not to be changed)."""
+        """Each indexed entry's distinct keywords (not to be changed)."""
         return self._words
 
-    def candidates(
-        self,
-        words: Iterable[str],
-        kind: str,
-        floor: float,
-        no_larger: bool = False,
-        in_order: bool = False,
-    ) -> list[str]:
-        """Ids of the indexed entries of type `kind` that may have keyword Jaccard ≥ floor
-        (at least the index's) with `words` (distinct), each once; with `no_larger`, only
-        those with no more keywords than `words`.
-
-        For sets of sizes n and m, J ≥ floor needs `need` = ⌈floor·(n + m)/(1 + floor)⌉
-        shared words, so m within [floor·n, n/floor] (the length filter). In one global
-        order, the k-th word two sets share is at most k + n − need into ours and
-        k + m − need into theirs (more words would come before it otherwise), so an entry
-        is a candidate only if its posted words meet ours twice within n − need + 2 and
-        m − need + 2 (once, when need is 1): a word two sets share by chance does not
-        make them candidates. `in_order`: `words` are already in the index's order (an
-        indexed entry's `held` words)."""
-        if floor < self.floor:
-            raise ValueError(f"floor {floor} is below the index's {self.floor}")
+    def passing(
+        self, words: Iterable[str], kind: str, floor: float, no_larger: bool = False
+    ) -> Passing:
+        """(id, distinct words, words shared) of every indexed entry of type `kind` whose
+        plain Jaccard with `words` reaches `floor` (within SLACK: the caller checks it
+        exactly); with `no_larger`, only those with no more keywords than `words`."""
         if self._unposted:
             raise ValueError("entries wait to be posted (repost)")
-        ordered = tuple(words) if in_order else self._ordered(words, kind)
-        size = len(ordered)
-        ratio = floor / (1 + floor)
-        # each size m: m, how many of our words to read (falls as m grows), the furthest
-        # position a meeting can have in theirs, whether one meeting suffices
-        sizes: list[tuple[int, int, int, bool]] = []
-        largest = size if no_larger else int(size / floor + SLACK)
-        for m in range(max(1, math.ceil(floor * size - SLACK)), largest + 1):
-            need = math.ceil(ratio * (size + m) - SLACK)
-            ell = min(2, need)
-            sizes.append((m, size - need + ell, m - need + ell, ell == 1))
-        if not sizes:
-            return []
-        seen: set[str] = set()  # met at one of our words so far
-        twice: set[str] = set()  # met at two
-        once: set[str] = set()  # met where one meeting suffices
-        postings = self._postings
-        for first, word in enumerate(ordered[: sizes[0][1]], start=1):
-            by_size = postings.get((kind, word))
-            if by_size is None:
-                continue
-            for m, reach, last, single in sizes:
-                if first > reach:
-                    break
-                posting = by_size.get(m)
-                if posting is None:
-                    continue
-                positions, ids = posting
-                high = bisect_right(positions, last)
-                if not high:
-                    continue
-                met = ids if high == len(ids) else ids[:high]
-                if single:
-                    once.update(met)
-                else:  # an entry is posted once under a word: met at an earlier one
-                    twice.update(seen.intersection(met))
-                    if first < reach:  # else no second meeting can follow
-                        seen.update(met)
-        return list(twice | once)
-
-    def _ordered(self, words: Iterable[str], kind: str) -> tuple[str, ...]:
-        rank = self._rank
-        return tuple(sorted(words, key=lambda w: (rank.get((kind, w), -1), w)))
-
-    def posted_length(self, size: int) -> int:
-        """How many of a set's first words are posted: the prefix of every size it can
-        pair with, and one more (the second word two prefixes must share)."""
-        return min(size, prefix_length(size, self.floor) + 1)
-
-    def _post(self, entry_id: str, kind: str, words: tuple[str, ...]) -> None:
-        size = len(words)
-        postings = self._postings
-        for position, word in enumerate(words[: self.posted_length(size)], start=1):
-            by_size = postings.get((kind, word))
-            if by_size is None:
-                by_size = postings[(kind, word)] = {}
-            posting = by_size.get(size)
-            if posting is None:
-                posting = by_size[size] = (array("I"), [])
-            positions, ids = posting
-            at = bisect_right(positions, position)
-            positions.insert(at, position)
-            ids.insert(at, entry_id)
+        mine = words if isinstance(words, frozenset) else frozenset(words)
+        return self._classes.passing(mine, kind, floor, no_larger)
 
     def _count(self, kind: str, words: tuple[str, ...], by: int) -> None:
         frequency = self._frequency
@@ -444,19 +320,8 @@ class KeywordIndex:
         self._count(kind, words, -1)
         if entry_id in self._unposted:
             del self._unposted[entry_id]
-            return
-        size = len(words)
-        for position, word in enumerate(words[: self.posted_length(size)], start=1):
-            by_size = self._postings[(kind, word)]
-            positions, ids = by_size[size]
-            low = bisect_left(positions, position)
-            at = ids.index(entry_id, low, bisect_right(positions, position, low))
-            del positions[at]
-            del ids[at]
-            if not ids:
-                del by_size[size]
-                if not by_size:
-                    del self._postings[(kind, word)]
+        else:
+            self._classes.discard(entry_id)
 
 
 def overlap_score(mine: frozenset[str], theirs: tuple[str, ...]) -> float:
@@ -464,20 +329,6 @@ def overlap_score(mine: frozenset[str], theirs: tuple[str, ...]) -> float:
     shared = len(mine.intersection(theirs))
     union = len(mine) + len(theirs) - shared
     return shared / union if union else 0.0
-
-
-def floor_passing(
-    ids: list[str], held: Mapping[str, tuple[str, ...]], mine: frozenset[str], floor: float
-) -> Iterator[tuple[str, tuple[str, ...]]]:
-    """The ids (and their words in `held`) whose plain Jaccard with `mine` may reach
-    `floor` (within SLACK, in the filter's favour: the caller checks it exactly), filtered
-    in C: with s words shared of m, J ≥ t is s(1 + t) − t·m ≥ t·n. Most candidates fail
-    it; a Python loop over them was a fifth of a GC's planning."""
-    t = float(floor)
-    sets = list(map(held.__getitem__, ids))
-    shared = map(len, map(mine.intersection, sets))
-    margin = map(sub, map((1 + t).__mul__, shared), map(t.__mul__, map(len, sets)))
-    return compress(zip(ids, sets, strict=True), map((t * len(mine) - SLACK).__le__, margin))
 
 
 Found = tuple[dict[str, dict[str, float]], set[tuple[str, str]]]
@@ -542,19 +393,16 @@ def finding_pairs(
         entry = entries.get(entry_id)
         if entry is None or entry_id not in held:
             continue
-        words = held[entry_id]
-        size = len(words)
-        mine = frozenset(words)
+        mine = frozenset(held[entry_id])
+        size = len(mine)
         kind = index.kind(entry_id)
-        found = index.candidates(words, kind, floor, everything, in_order=True)
-        for other_id, theirs in floor_passing(found, held, mine, floor):
+        for other_id, theirs, shared in index.passing(mine, kind, floor, everything):
             nearby.append(other_id)
             if other_id <= entry_id and (
                 other_id == entry_id
                 or (other_id in changed_ids and (not everything or len(theirs) == size))
             ):
                 continue
-            shared = len(mine.intersection(theirs))
             jaccard = shared / (size + len(theirs) - shared)
             if jaccard >= floor and other_id in entries:
                 judge(entry, entries[other_id], jaccard)

@@ -6,7 +6,10 @@ then applied in steps, each re-checked against the entries as they are then: an 
 that expires is still there and still expired; a merge group whose members all remain and
 none of which changed since the plan's view was taken (the GC index's stamps) is folded,
 any other is left whole for the next run (its members stay marked in the index); an
-entry to mark promotable or to promote is still there. Each step changes the engine only
+entry to mark promotable or to promote is still there. Last, the GC index is settled and
+what the run changed itself (the merges' survivors) is looked from at once
+(domain.gc.examining), so that the next run looks only from what changes after this one.
+Each step changes the engine only
 through its own primitives, so the change log, the hot layer and resolve stay in step as
 with any single change; the daemon commits after every step that changed something.
 
@@ -25,7 +28,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from mnemod.domain.gc import GcPlan, GcReport, planning
+from mnemod.domain.gc import GcPlan, GcReport, examining, planning
 from mnemod.domain.retention import is_expired
 from mnemod.domain.similar_pairs import KeywordIndex, Settlement
 from mnemod.store.heap import YoungOnly
@@ -178,6 +181,9 @@ class GcRun:
                     settlement.pending,
                 )
             )
+            # what this run changed (the survivors) is looked from now, not by the next run
+            examined = yield from examining(engine.entries, engine.config, now, index)
+            yield from index.settling(examined)
         merged = sum(len(taken) for _, taken in merges)
         return GcReport(
             expired=len(expired),

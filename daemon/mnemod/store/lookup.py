@@ -1,7 +1,7 @@
 """In-memory lookups over the L3 entries: keyword postings (dedup candidates), key labels,
 and the aliases merges leave behind (a folded id leads to its survivor).
 
-The entries of one type whose keyword sets have one size form a class (`_SizeClass`), and
+The entries of one type whose keyword sets have one size form a class (domain.size_classes), and
 each has a slot there (a small integer; a freed slot is taken again first, so the slots
 stay dense). A word's postings in a class are a set of slots: a Python int used as a
 bitmap (`domain.bitsets`) once the word is held by 1 in 64 of the class, an array of
@@ -19,13 +19,9 @@ Made with `words=False`, it keeps only the labels and aliases until its owner se
 from __future__ import annotations
 
 import functools
-import heapq
-from array import array
 from collections import Counter, defaultdict
-from typing import TypeAlias
 
 from mnemod.config import DedupConfig
-from mnemod.domain.bitsets import at_least, from_members, members
 from mnemod.domain.dedup import (
     ProbeWeights,
     Side,
@@ -34,81 +30,20 @@ from mnemod.domain.dedup import (
     unworded_score,
 )
 from mnemod.domain.model import Entry
+from mnemod.domain.size_classes import DENSE_SHARE, SLOT_BITS, SLOT_MASK, Passing, SizeClass
 
 MAX_ALIAS_HOPS = 100
-DENSE_SHARE = 64  # a word held by 1 in this many of a class keeps its slots as a bitmap
-SLOT_BITS = 32  # an entry's place: its class's number above these bits, its slot below
-SLOT_MASK = (1 << SLOT_BITS) - 1
 EPSILON = 1e-9  # the floor is met within float rounding (as `similar` compares it)
-
-Slots: TypeAlias = "int | array[int]"  # a bitmap, or the slots in an array('I')
-
-
-class _SizeClass:
-    """The entries of one type whose keyword sets have one size, by slot."""
-
-    __slots__ = ("dense_share", "free", "ids", "postings", "words")
-
-    def __init__(self, dense_share: int = DENSE_SHARE) -> None:
-        self.dense_share = dense_share
-        self.ids: list[str] = []  # by slot; "" for a free one
-        self.words: list[tuple[str, ...]] = []  # by slot; () for a free one
-        self.free: list[int] = []  # a heap: the lowest free slot is taken first
-        self.postings: dict[str, Slots] = {}
-
-    def add(self, entry_id: str, words: tuple[str, ...]) -> int:
-        if self.free:
-            slot = heapq.heappop(self.free)
-            self.ids[slot], self.words[slot] = entry_id, words
-        else:
-            slot = len(self.ids)
-            self.ids.append(entry_id)
-            self.words.append(words)
-        postings, dense_from = self.postings, len(self.ids) // self.dense_share
-        for word in words:
-            held = postings.get(word)
-            if held is None:
-                postings[word] = array("I", (slot,))
-            elif isinstance(held, int):
-                postings[word] = held | 1 << slot
-            elif len(held) >= dense_from:
-                postings[word] = from_members(held) | 1 << slot
-            else:
-                held.append(slot)
-        return slot
-
-    def remove(self, slot: int) -> None:
-        words = self.words[slot]
-        self.ids[slot], self.words[slot] = "", ()
-        heapq.heappush(self.free, slot)
-        postings, sparse_below = self.postings, len(self.ids) // (2 * self.dense_share)
-        for word in words:
-            held = postings[word]
-            if isinstance(held, int):
-                held ^= 1 << slot
-                if not held:
-                    del postings[word]
-                elif held.bit_count() < sparse_below:
-                    postings[word] = array("I", members(held))
-                else:
-                    postings[word] = held
-            else:
-                held.remove(slot)  # a short array: a small share of the class
-                if not held:
-                    del postings[word]
-
-    def __len__(self) -> int:
-        return len(self.ids) - len(self.free)
 
 
 class Lookup:
     def __init__(self, words: bool = True, dense_share: int = DENSE_SHARE) -> None:
         self.words = words  # whether `add` indexes the entry's words
-        self.dense_share = dense_share  # see _SizeClass
+        self.dense_share = dense_share  # see SizeClass
         self.keys: dict[str, str] = {}
         self.aliases: dict[str, str] = {}
         self._classes: dict[tuple[str, int], int] = {}  # (type, set size) -> class number
-        self._homes: list[tuple[str, _SizeClass]] = []  # the classes (and their type) by number
+        self._homes: list[tuple[str, SizeClass]] = []  # the classes (and their type) by number
         # id -> its class's number << SLOT_BITS | its slot: one int, where a tuple of the two
         # took 64 bytes more an entry
         self._placed: dict[str, int] = {}
@@ -137,7 +72,7 @@ class Lookup:
         number = self._classes.get((kind, len(words)))
         if number is None:
             number = self._classes[(kind, len(words))] = len(self._homes)
-            self._homes.append((kind, _SizeClass(self.dense_share)))
+            self._homes.append((kind, SizeClass(self.dense_share)))
         home = self._homes[number][1]
         self._placed[entry.id] = number << SLOT_BITS | home.add(entry.id, words)
         self._per_kind[kind] += 1
@@ -236,24 +171,12 @@ class Lookup:
         plain Jaccard with `mine` is at least `threshold` (within EPSILON): per class that
         can reach it, the slots held by enough of the words' postings (`bitsets.at_least`,
         which counts them in any order)."""
-        n = len(mine)
-        out: list[tuple[str, tuple[str, ...], int]] = []
+        out: Passing = []
         classes, homes = self._classes, self._homes
-        for m, needed in _needed(n, threshold):
+        for m, needed in _needed(len(mine), threshold):
             number = classes.get((kind, m))
-            if number is None:
-                continue
-            home = homes[number][1]
-            held = [h for h in map(home.postings.get, mine) if h is not None]
-            if len(held) < needed:
-                continue
-            bits = at_least([h if isinstance(h, int) else from_members(h) for h in held], needed)
-            if not bits:
-                continue
-            ids, words = home.ids, home.words
-            for slot in members(bits):
-                listed = words[slot]
-                out.append((ids[slot], listed, len(mine.intersection(listed))))
+            if number is not None:
+                homes[number][1].sharing(mine, needed, out)
         return out
 
 
