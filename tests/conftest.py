@@ -13,6 +13,8 @@ outside `process` that starts a process fails, so the fast tiers stay fast.
 Guards: a test fails when it leaves a thread running, or a key in the session's server that
 should expire and never does (outside mnemod's own key space, or one of its answers,
 session ledgers or lease): an agent's Redis would keep it forever.
+Hypothesis runs without its timing checks (a deadline per example, "generation is slow"):
+on a shared machine they fail on the load, not on the code.
 Every in-process save is also checked against the entries in memory (`saved_as_held`):
 the engine keeps entries' JSON between saves, and a change that skipped `touched` would
 otherwise reach index.json stale without any test noticing.
@@ -29,6 +31,7 @@ from typing import Any
 
 import pytest
 import redis
+from hypothesis import HealthCheck, settings
 
 from daemon_proc import DaemonFactory, managed
 from guards import (
@@ -47,6 +50,11 @@ from mnemod.store.commits import Commits
 
 THREAD_GRACE_SECONDS = 5.0
 """How long a thread a test started may take to end after it (a join on another thread)."""
+
+settings.register_profile(
+    "shared-machine", deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile("shared-machine")
 
 
 # -- tiers (tests/guards.py) --------------------------------------------------------------
