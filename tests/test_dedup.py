@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -10,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mnemod.config import DedupConfig
+from mnemod.domain import inflections
 from mnemod.domain import text_cues as cues
 from mnemod.domain.dedup import (
     CLAUSE_UNREAD,
@@ -308,6 +310,28 @@ def test_unshared_words_agreeing_in_their_first_letters_are_aligned() -> None:
     assert lifted > compare(one, other, DedupConfig(), techniques=TECHNIQUES - {"alignment"}).score
 
 
+def test_a_word_in_another_form_is_aligned_as_one() -> None:
+    """Forms that differ before their fifth letter, or words too short to have five, are
+    one word for the score when their inflections fold to one key: irregular forms by the
+    table, -ed and -ing by rule, and a month by its abbreviation."""
+    for forms in (("said", "say", "saying"), ("posted", "posting", "post"),
+                  ("bought", "buy"), ("made", "make", "making"), ("tried", "trying", "try"),
+                  ("planned", "plan"), ("used", "use", "using"), ("sept", "september"),
+                  ("children", "child")):  # fmt: skip
+        assert len({inflections.key(form) for form in forms}) == 1, forms
+    for apart in (("called", "cal"), ("missed", "mis"), ("plant", "planned"), ("sing", "s")):
+        assert inflections.key(apart[0]) != inflections.key(apart[1]), apart
+    said, says = frozenset({"council", "said", "budget"}), frozenset({"council", "say", "budget"})
+    assert aligned(said, says) == said
+    posted = frozenset({"posted", "price"})
+    assert aligned(posted, frozenset({"posting", "price"})) == posted
+    one = side("The city council said on Monday that it posted the school budget online.")
+    other = side("The city council says it posts the school budget online on Monday.")
+    jaccard = compare(one, other, DedupConfig()).jaccard
+    assert jaccard == pytest.approx(0.6)
+    assert unworded_score(one, other, jaccard, techniques={"alignment"}) == 1.0
+
+
 def test_a_clause_said_by_one_text_only_costs_the_clause_penalty() -> None:
     """The same sentence with a clause added passes the keywords, the lengths and the
     wording; the run of words the shorter text has none of refuses it."""
@@ -363,6 +387,22 @@ def test_negation_is_read_in_any_case_and_as_whole_words() -> None:
         assert cues.negated(text), text
     for text in ("A notable note", "Nobody's fault", "Café notables", "Knot"):
         assert not cues.negated(text), text
+
+
+NEGATION_PIECES = [
+    *("not", "no", "never", "hate", "hated", "without", "knot", "note", "n't", "n’t"),
+    *("'", "’", "_", "é", "s", "Not", "NEVER", "dislikes", " ", ",", "."),
+]
+
+
+@given(st.lists(st.sampled_from(NEGATION_PIECES), max_size=8).map("".join))
+def test_negation_is_found_as_a_search_for_the_whole_words_finds_it(text: str) -> None:
+    """The negation search starts at the words' first letters (for speed); it finds what a
+    search for the whole words (between word boundaries, with no apostrophe after) and for
+    "n't" finds, in ASCII and in other text."""
+    words = "|".join(sorted(cues.NEGATIONS))
+    whole = re.compile(rf"\b(?:{words})\b(?!['’])|n['’]t\b", re.IGNORECASE)
+    assert cues.negated.__wrapped__(text) == (whole.search(text) is not None)
 
 
 def test_a_score_given_before_the_penalties_is_the_one_read() -> None:

