@@ -105,8 +105,7 @@ class FeedPublisher:
             return False
         if self.checkpoint_seq == self.position.seq:
             return True
-        following = self.feed.read_from(self.checkpoint_seq + 1, 1)
-        return bool(following) and following[0].seq == self.checkpoint_seq + 1
+        return self.feed.holds(self.checkpoint_seq + 1)
 
     def wrap(self, job: Callable[[], int]) -> Callable[[], int]:
         """A checkpoint job (store.commits) that publishes the checkpoint once written, on
