@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from mnemod.domain.validation import NewEntry
 from mnemod.redisio.change_feed import ChangeFeed, FencedOut
-from mnemod.redisio.feed_pieces import split
+from mnemod.redisio.feed_pieces import Stager, split
 from mnemod.redisio.lease import Lease
 from mnemod.runtime.catch_up import Standing, catch_up
 from mnemod.runtime.feed_publisher import FeedPublisher
@@ -157,3 +157,26 @@ def test_pieces_staged_by_a_publish_that_died_are_replaced(
         with engine_at(tmp_path / "b", replica=True) as copy:
             assert catch_up(copy, ChangeFeed(redis_client, KEYS, "f")) is Standing.CURRENT
     assert as_dicts(tmp_path / "b") == as_dicts(tmp_path / "a")
+
+
+def test_a_staging_replaced_meanwhile_is_not_added_to(redis_client: RedisClient) -> None:
+    redis_client.set(KEYS.lease, "leader", px=30_000)
+    stager = Stager(redis_client, KEYS.lease, "leader", call_bytes=4)
+    assert stager.stage(KEYS.checkpoint_staged, "first", [b"abcd", b"efgh"]) == "ok"
+    assert redis_client.lrange(KEYS.checkpoint_staged, 0, -1) == ["first", "abcd", "efgh"]
+    replaced = {"n": 0}
+    real = stager._stage
+
+    def another_staging_between_calls(**kwargs: Any) -> Any:
+        replaced["n"] += 1
+        if replaced["n"] == 2:  # a second publish of a checkpoint starts its own
+            redis_client.delete(KEYS.checkpoint_staged)
+            redis_client.rpush(KEYS.checkpoint_staged, "second", "wxyz")
+        return real(**kwargs)
+
+    stager._stage = another_staging_between_calls  # type: ignore[assignment]
+    assert stager.stage(KEYS.checkpoint_staged, "first", [b"abcd", b"efgh"]) == "lost"
+    assert redis_client.lrange(KEYS.checkpoint_staged, 0, -1) == ["second", "wxyz"]
+    redis_client.set(KEYS.lease, "someone-else", px=30_000)
+    assert stager.stage(KEYS.checkpoint_staged, "third", [b"abcd"]) == "lease"
+    assert redis_client.lrange(KEYS.checkpoint_staged, 0, -1) == ["second", "wxyz"]

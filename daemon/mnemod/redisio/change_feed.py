@@ -199,10 +199,12 @@ class ChangeFeed:
         pieces = split(line, self.piece_bytes)
         tag = f"{self.owner} {last.seq} {last.crc} {len(pieces)}"
         for _ in range(2):  # staged pieces gone (they expire): staged again, once
-            if not self._stager.stage(self.keys.feed_staged, tag, pieces[:-1]):
+            staged = self._stager.stage(self.keys.feed_staged, tag, pieces[:-1])
+            if staged == "lease":
                 raise self._refusal(after, "lease held by another daemon")
             args = [self.owner, self.lease_ms, after.seq, after.crc, tag]
-            if self._run_publish(after, [*args, last.seq, last.crc, len(pieces), pieces[-1]]):
+            record = [last.seq, last.crc, len(pieces), pieces[-1]]
+            if staged == "ok" and self._run_publish(after, [*args, *record]):
                 return last
         raise self._refusal(after, "its staged pieces went")
 
@@ -250,7 +252,7 @@ class ChangeFeed:
         pieces = line_pieces + index_pieces
         tag = f"{self.owner} {seq} {crc} {os.urandom(6).hex()}"
         keys = [self.keys.lease, self.keys.checkpoint, self.keys.checkpoint_staged]
-        if len(pieces) > 1 and not self._stager.stage(keys[2], tag, pieces[:-1]):
+        if len(pieces) > 1 and self._stager.stage(keys[2], tag, pieces[:-1]) != "ok":
             return False
         args: list[Any] = [self.owner, seq, crc, tag, len(line_pieces), len(index_pieces)]
         args.append(pieces[-1])

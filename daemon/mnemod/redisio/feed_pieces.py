@@ -21,16 +21,18 @@ PIECE_BYTES = 4 << 20
 STAGE_MS = 600_000  # staged pieces a leader that died mid-way left are gone after this
 STAGE_CALL_BYTES = 8 << 20  # the pieces staged by one script call, at most
 
-# KEYS: lease, staged. ARGV: owner, ms to keep them, tag ('': more pieces of the staging
-# under way; else a new one, the list started again), then the pieces.
+# KEYS: lease, staged. ARGV: owner, ms to keep them, tag, '1' for a new staging (the list
+# started again) or '0' for more pieces of the one the list holds, then the pieces.
 _STAGE = """
 local holder = redis.call('GET', KEYS[1])
 if holder and holder ~= ARGV[1] then return -1 end
-if ARGV[3] ~= '' then
+if ARGV[4] == '1' then
   redis.call('DEL', KEYS[2])
   redis.call('RPUSH', KEYS[2], ARGV[3])
+elseif redis.call('LINDEX', KEYS[2], 0) ~= ARGV[3] then
+  return -2
 end
-for i = 4, #ARGV do redis.call('RPUSH', KEYS[2], ARGV[i]) end
+for i = 5, #ARGV do redis.call('RPUSH', KEYS[2], ARGV[i]) end
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
 return redis.call('LLEN', KEYS[2])
 """
@@ -39,28 +41,35 @@ return redis.call('LLEN', KEYS[2])
 class Stager:
     """Stages the leading pieces of long values for this daemon (the lease's holder)."""
 
-    def __init__(self, client: redis.Redis, lease_key: str, owner: str) -> None:
+    def __init__(
+        self, client: redis.Redis, lease_key: str, owner: str, call_bytes: int = STAGE_CALL_BYTES
+    ) -> None:
+        """`call_bytes`: the pieces one script call stages, at most."""
         self.lease_key = lease_key
         self.owner = owner
+        self.call_bytes = call_bytes
         self._stage = client.register_script(_STAGE)
 
-    def stage(self, staged_key: str, tag: str, pieces: list[bytes]) -> bool:
-        """Put `pieces` in `staged_key` after `tag` (what replaced it before goes); False
-        when another daemon holds the lease."""
+    def stage(self, staged_key: str, tag: str, pieces: list[bytes]) -> str:
+        """Put `pieces` in `staged_key` after `tag` (what it held before goes): "ok";
+        "lease" when another daemon holds the lease; "lost" when another staging replaced
+        this one meanwhile (two checkpoints published at once: a start-up's, and one
+        written while it was sent)."""
         keys = [self.lease_key, staged_key]
-        for n, batch in enumerate(_batches(pieces)):
-            args: list[Any] = [self.owner, STAGE_MS, "" if n else tag, *batch]
-            if int(cast(int, self._stage(keys=keys, args=args))) < 0:
-                return False
-        return True
+        for n, batch in enumerate(_batches(pieces, self.call_bytes)):
+            args: list[Any] = [self.owner, STAGE_MS, tag, "0" if n else "1", *batch]
+            done = int(cast(int, self._stage(keys=keys, args=args)))
+            if done < 0:
+                return "lease" if done == -1 else "lost"
+        return "ok"
 
 
-def _batches(pieces: list[bytes]) -> Iterable[list[bytes]]:
-    """`pieces` in runs of STAGE_CALL_BYTES at most (one run, empty, for none)."""
+def _batches(pieces: list[bytes], most: int) -> Iterable[list[bytes]]:
+    """`pieces` in runs of `most` bytes at most (one run, empty, for none)."""
     batch: list[bytes] = []
     size = 0
     for piece in pieces:
-        if batch and size + len(piece) > STAGE_CALL_BYTES:
+        if batch and size + len(piece) > most:
             yield batch
             batch, size = [], 0
         batch.append(piece)
