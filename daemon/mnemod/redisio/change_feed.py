@@ -252,10 +252,12 @@ class ChangeFeed:
         pieces = line_pieces + index_pieces
         tag = f"{self.owner} {seq} {crc} {os.urandom(6).hex()}"
         keys = [self.keys.lease, self.keys.checkpoint, self.keys.checkpoint_staged]
-        if len(pieces) > 1 and self._stager.stage(keys[2], tag, pieces[:-1]) != "ok":
+        inline = pieces if sum(map(len, pieces)) <= self.piece_bytes else pieces[-1:]
+        staged = pieces[: len(pieces) - len(inline)]
+        if staged and self._stager.stage(keys[2], tag, staged) != "ok":
             return False
         args: list[Any] = [self.owner, seq, crc, tag, len(line_pieces), len(index_pieces)]
-        args.append(pieces[-1])
+        args += inline
         done = int(cast(int, self._checkpoint(keys=keys, args=args))) == 1
         if done:
             size = sum(map(len, index_pieces))
