@@ -228,13 +228,18 @@ def test_a_leader_publishes_what_the_library_committed_while_no_daemon_ran(
         assert set(leader.entries) == {"one", "two"}
 
 
+def checkpointed_store(folder: Path) -> Path:
+    """A store of one memory, its checkpoint current; returns its index.json."""
+    with engine_at(folder) as engine:
+        add(engine, "The user's dog is called Biscuit", "dog")
+        engine.checkpoint()
+    return NamespacePaths(folder, "default").index
+
+
 def test_a_takeover_publishes_a_current_index_as_it_is(
     tmp_path: Path, redis_client: RedisClient
 ) -> None:
-    with engine_at(tmp_path) as engine:
-        add(engine, "The user's dog is called Biscuit", "dog")
-        engine.checkpoint()
-    index = NamespacePaths(tmp_path, "default").index
+    index = checkpointed_store(tmp_path)
     before = index.stat()
     with leading(tmp_path, redis_client):
         checkpoint = ChangeFeed(redis_client, KEYS, "follower").checkpoint()
@@ -261,3 +266,26 @@ def test_a_takeover_on_an_index_read_from_its_backup_publishes_a_whole_one(
         paths = NamespacePaths(tmp_path / "b", "default")
         start_from_checkpoint(paths, checkpoint.seq, checkpoint.line, checkpoint.index)
         assert set(read_committed(paths).entries) == {"dog"}
+
+
+def test_a_deferred_checkpoint_is_the_one_read_at_the_takeover(
+    tmp_path: Path, redis_client: RedisClient
+) -> None:
+    index = checkpointed_store(tmp_path)
+    at_takeover = index.read_bytes()
+    feed = ChangeFeed(redis_client, KEYS, "follower")
+    assert Lease(redis_client, KEYS, "leader", 30).acquire()
+    with engine_at(tmp_path) as engine:
+        publisher = FeedPublisher(ChangeFeed(redis_client, KEYS, "leader"), engine, max_len=100)
+        publisher.take_over(defer=True)
+        seq = engine.commits.checkpoint_seq
+        assert feed.checkpoint() is None  # sent once the daemon runs
+        add(engine, "written before the checkpoint was sent", "late")
+        engine.checkpoint()  # index.json replaced: the one read at the takeover is sent
+        assert index.read_bytes() != at_takeover
+        publisher.publish_deferred()
+        publisher.close()
+        checkpoint = feed.checkpoint()
+        assert checkpoint is not None
+        assert (checkpoint.seq, checkpoint.index) == (seq, at_takeover)
+        assert publisher.checkpoint_seq == seq

@@ -117,3 +117,25 @@ def test_a_long_last_record_is_read_back_from_its_segment(
     for segment in folder.glob("*.jsonl"):
         segment.write_bytes(b"")  # a person emptied it
     assert log.last_line is None
+
+
+def test_long_records_are_checked_in_place_at_the_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long line is checked where it lies in the segment (its CRC over a view): the same
+    seq, the same torn last record cut, the same damaged record refused as a short one."""
+    monkeypatch.setattr(change_log, "HELD_LINE_BYTES", 100)
+    folder = tmp_path / "log"
+    log = ChangeLog(folder)
+    log.append([{"seq": 1, "ops": [], "note": "x" * 500}, {"seq": 2, "ops": []}])
+    log.append([{"note": "y" * 500, "seq": 3}])  # seq not first: decoded
+    (segment,) = folder.glob("*.jsonl")
+    whole = segment.read_bytes()
+    again = ChangeLog(folder)
+    assert again.last_seq == 3 and [r["seq"] for r in again.read_after(0)] == [1, 2, 3]
+    segment.write_bytes(whole + whole.splitlines(keepends=True)[0][:-1])  # torn, long
+    again = ChangeLog(folder)
+    assert again.last_seq == 3 and segment.read_bytes() == whole
+    segment.write_bytes(whole.replace(b"xxx", b"xxy", 1))  # record 1: its CRC no longer holds
+    with pytest.raises(change_log.CorruptLogError):
+        ChangeLog(folder, readonly=True)

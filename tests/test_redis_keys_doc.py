@@ -46,6 +46,8 @@ def built() -> dict[str, str]:
         keys.feed: "stream",
         keys.committed: "hash",
         keys.checkpoint: "hash",
+        keys.feed_staged: "list",
+        keys.checkpoint_staged: "list",
         keys.followers: "hash",
     }
 

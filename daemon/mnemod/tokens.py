@@ -88,6 +88,21 @@ def _encoder(encoding: Any) -> Callable[[str], list[int]]:
     return encode
 
 
+def _own_encoding(tiktoken: Any, name: str) -> Any:
+    """Encoding `name`, made for this counter rather than taken from tiktoken's registry,
+    without its ranks on the Python side: the encoder keeps its own copy, and the dict
+    (100,000 bytes objects, 15 MB resident) is only read to pickle the encoding, which
+    mnemod never does. The registry's encoding is left as it is for other callers."""
+    from tiktoken import registry
+
+    constructors = registry.ENCODING_CONSTRUCTORS  # filled by list_encoding_names
+    if constructors is None or name not in constructors:
+        return tiktoken.get_encoding(name)
+    encoding = tiktoken.Encoding(**constructors[name]())
+    encoding._mergeable_ranks = {}
+    return encoding
+
+
 def _load(name: str) -> TokenCounter:
     try:
         import tiktoken
@@ -100,7 +115,7 @@ def _load(name: str) -> TokenCounter:
         if candidate not in available:
             continue
         try:
-            encoding = tiktoken.get_encoding(candidate)
+            encoding = _own_encoding(tiktoken, candidate)
         except Exception as exc:  # noqa: BLE001 - tiktoken raises network errors of any kind
             errors.append(f"{candidate}: {type(exc).__name__}")
             continue

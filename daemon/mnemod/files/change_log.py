@@ -73,8 +73,8 @@ def _checked(line: bytes) -> int:
         crc = int(line[mark + len(_CRC_MARK) : -2])
     except ValueError:
         return 0
-    if line[-2:] != b"}\n" or zlib.crc32(line[:mark]) != crc:
-        return 0
+    if line[-2:] != b"}\n" or zlib.crc32(memoryview(line)[:mark]) != crc:
+        return 0  # (a view: a bulk import's line is 80 MB, not copied to be summed)
     return mark
 
 
@@ -101,6 +101,28 @@ def record_seq(line: bytes) -> int | None:
         return seq
     record = decode_record(line)
     return None if record is None else int(record["seq"])
+
+
+def _seq_at(data: bytes, start: int, end: int) -> tuple[int | None, bytes | None]:
+    """`record_seq` of the line data[start:end], with the line when it is short; a long
+    one is checked in place (its CRC summed over a view, its seq read from its start)."""
+    if end - start <= HELD_LINE_BYTES:
+        line = data[start:end]
+        return record_seq(line), line
+    mark = data.rfind(_CRC_MARK, start, end)
+    if mark <= start or data[end - 2 : end] != b"}\n":
+        return None, None
+    try:
+        crc = int(data[mark + len(_CRC_MARK) : end - 2])
+    except ValueError:
+        return None, None
+    if zlib.crc32(memoryview(data)[start:mark]) != crc:
+        return None, None
+    seq = leading_seq(data[start : start + 32])
+    if seq is None:
+        record = decode_record(data[start:end])
+        seq = None if record is None else int(record["seq"])
+    return seq, None
 
 
 def decode_record(line: bytes) -> dict[str, Any] | None:
@@ -222,20 +244,22 @@ class ChangeLog:
         self._older = sum(s.path.stat().st_size for s in segments[:-1])
         data = newest.path.read_bytes()
         good = len(data)
-        lines = data.splitlines(keepends=True)
         last_seq = newest.first_seq - 1
         at = 0
         opened: list[tuple[int, int]] = []
-        for number, line in enumerate(lines, start=1):
-            found = record_seq(line)
+        number = 0
+        while at < len(data):  # no copy of the segment split in lines: a view of each long one
+            number += 1
+            end = data.find(b"\n", at) + 1 or len(data)
+            found, line = _seq_at(data, at, end)
             if found is None:
-                if number != len(lines):
+                if end != len(data):
                     raise CorruptLogError(newest.path, "damaged record (bad CRC or JSON)", number)
-                good = len(data) - len(line)
+                good = at
                 break
             opened.append((found, at))
-            self._keep_last(newest.path, at, line)
-            at += len(line)
+            self._keep_last(newest.path, at, end - at, line)
+            at = end
             last_seq = found
         self._opened, self._opened_path = opened, newest.path
         if good < len(data) and not self.readonly:
@@ -276,12 +300,16 @@ class ChangeLog:
         self._newest = path
         self._size = before + len(data)
         self.last_seq = seq
-        self._keep_last(path, self._size - len(lines[-1]), lines[-1])
+        last = lines[-1]
+        self._keep_last(path, self._size - len(last), len(last), last)
 
-    def _keep_last(self, path: Path, offset: int, line: bytes) -> None:
-        """Hold the last record's line, or only where it lies when it is long (a bulk
-        import's record is tens of MB, held for as long as it stays the last)."""
-        self._last = line if len(line) <= HELD_LINE_BYTES else (path, offset, len(line))
+    def _keep_last(self, path: Path, offset: int, length: int, line: bytes | None) -> None:
+        """Hold the last record's line (given when it is short), or only where it lies when
+        it is long (a bulk import's record is tens of MB, held for as long as it stays the
+        last)."""
+        self._last = (
+            line if line is not None and length <= HELD_LINE_BYTES else (path, offset, length)
+        )
         self._last_crc = None  # worked out when first asked for
 
     @property

@@ -113,6 +113,12 @@ class Keys:
         return f"{self.base}:feed"
 
     @property
+    def feed_staged(self) -> str:
+        """The pieces of a long record a leader is publishing, before the script that adds
+        it to the feed (redisio.feed_pieces)."""
+        return f"{self.base}:feed:staged"
+
+    @property
     def committed(self) -> str:
         """The namespace's committed position: the last published record's seq and CRC."""
         return f"{self.base}:committed"
@@ -121,6 +127,12 @@ class Keys:
     def checkpoint(self) -> str:
         """The leader's last checkpoint (index.json, compressed) a follower starts from."""
         return f"{self.base}:checkpoint"
+
+    @property
+    def checkpoint_staged(self) -> str:
+        """The pieces of a long checkpoint a leader is publishing, before the script that
+        makes it the checkpoint (redisio.feed_pieces)."""
+        return f"{self.base}:checkpoint:staged"
 
     @property
     def followers(self) -> str:

@@ -11,6 +11,7 @@ outage) stays with the commit and is sent again; a publish this daemon may no lo
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 import redis
@@ -34,13 +35,16 @@ class FeedPublisher:
         self.max_len = max_len
         self.position = Position(0, 0)  # the namespace's, as this leader made it
         self.checkpoint_seq = -1  # the last checkpoint published
+        self._deferred: tuple[int, bytes | None, bytes] | None = None  # (seq, line, index)
+        self._publishing: threading.Thread | None = None
 
-    def take_over(self) -> None:
+    def take_over(self, defer: bool = False) -> None:
         """Under a freshly taken lease, before anything is committed or the hot layer is
         touched: catch up to the committed position (Diverged if this copy is not on the
         namespace's history), publish the records this copy holds beyond it (a commit the
         CLI made while no daemon ran, a stop without Redis), a checkpoint when none a
-        follower could start from is published, then publish every commit."""
+        follower could start from is published, then publish every commit. `defer`: the
+        checkpoint is only read now and published by `publish_deferred`."""
         standing = catch_up(self.engine, self.feed)
         last = Position(self.log.last_seq, self.log.last_crc or 0)
         committed = self.feed.committed()
@@ -64,11 +68,11 @@ class FeedPublisher:
         published = self.feed.checkpoint_position()
         self.checkpoint_seq = published.seq if published is not None else -1
         if not self._checkpoint_usable():
-            self.republish()
+            self.republish(defer)
 
-    def republish(self) -> None:
+    def republish(self, defer: bool = False) -> None:
         """Write a checkpoint of what is committed now and publish it (at a takeover with
-        none usable published, after Redis lost its data)."""
+        none usable published, after Redis lost its data); `defer`: see `take_over`."""
         # A commit that waited for Redis is published first. index.json is written again
         # only when it is not the checkpoint of the log's last record already (most starts
         # on a Redis without the namespace: rewriting it took 0.5 s at 100,000 entries).
@@ -78,7 +82,40 @@ class FeedPublisher:
         if self.feed.committed() is None:
             self.feed.start(self.position)  # Redis lost it: this leader's files are the truth
         seq = self.engine.commits.checkpoint_seq
-        self.publish_checkpoint(seq, self._line_of(seq))
+        line = self._line_of(seq)
+        if seq > 0 and line is None:
+            log.warning("feed.checkpoint_not_published", seq=seq, error="its record is gone")
+            return
+        # read now, as of `seq`: a checkpoint written later replaces the file
+        index = self.engine.paths.index.read_bytes()
+        if defer:
+            self._deferred = (seq, line, index)
+        else:
+            self._publish(seq, line, index)
+
+    def publish_deferred(self) -> None:
+        """Publish the checkpoint `take_over(defer=True)` read (compressing and sending a
+        68 MB index took 0.4 s of a daemon's start-up at 100,000 entries): once the daemon
+        runs, on a thread of its own, while requests are answered. A Redis error is logged:
+        the next checkpoint is published instead."""
+        deferred, self._deferred = self._deferred, None
+        if deferred is None:
+            return
+
+        def run() -> None:
+            try:
+                self._publish(*deferred)
+            except redis.RedisError as exc:
+                log.warning("feed.checkpoint_not_published", seq=deferred[0], error=str(exc)[:200])
+
+        self._publishing = threading.Thread(target=run, name="mnemod-publish", daemon=True)
+        self._publishing.start()
+
+    def close(self) -> None:
+        """Wait for a deferred checkpoint being published."""
+        if self._publishing is not None:
+            self._publishing.join()
+            self._publishing = None
 
     def __call__(self, lines: list[bytes]) -> None:
         """Commits' hook: `lines` are the next records after the log's last; those this
@@ -105,8 +142,7 @@ class FeedPublisher:
             return False
         if self.checkpoint_seq == self.position.seq:
             return True
-        following = self.feed.read_from(self.checkpoint_seq + 1, 1)
-        return bool(following) and following[0].seq == self.checkpoint_seq + 1
+        return self.feed.holds(self.checkpoint_seq + 1)
 
     def wrap(self, job: Callable[[], int]) -> Callable[[], int]:
         """A checkpoint job (store.commits) that publishes the checkpoint once written, on
@@ -140,7 +176,9 @@ class FeedPublisher:
         if seq > 0 and line is None:
             log.warning("feed.checkpoint_not_published", seq=seq, error="its record is gone")
             return
-        index = self.engine.paths.index.read_bytes()
+        self._publish(seq, line, self.engine.paths.index.read_bytes())
+
+    def _publish(self, seq: int, line: bytes | None, index: bytes) -> None:
         if self.feed.publish_checkpoint(seq, line, index):
             self.checkpoint_seq = max(self.checkpoint_seq, seq)
 

@@ -69,7 +69,10 @@ class Leader:
             stack.callback(engine.close)
             feed = ChangeFeed(client, keys, host.owner, lease.ttl_ms)
             publisher = FeedPublisher(feed, engine, config.daemon.feed_max_len)
-            publisher.take_over()  # the files at the committed position before anything else
+            # the files at the committed position before anything else; a checkpoint to
+            # publish is sent once the daemon runs
+            publisher.take_over(defer=True)
+            stack.callback(publisher.close)
             hot = HotSync(client, keys, clock, owner=host.owner)
             rpc = RpcServer(engine, client, keys, clock, metrics)
             stack.callback(rpc.close)
@@ -98,6 +101,7 @@ class Leader:
             status.write(engine, writer, hot, scheduler, state=context.state)
             host.announce(ns, "leading", "")
             log.info("daemon.running", namespace=ns, entries=len(engine.entries), pid=os.getpid())
+            publisher.publish_deferred()
             self._loop(Leading(engine, writer, hot, lease, status, scheduler))
             context.state = "stopping"
             host.stopping("draining")
