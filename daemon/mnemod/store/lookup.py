@@ -25,7 +25,7 @@ from collections import Counter, defaultdict
 from typing import TypeAlias
 
 from mnemod.config import DedupConfig
-from mnemod.domain.bitsets import at_least, from_members, members
+from mnemod.domain.bitsets import from_members, held_by, members
 from mnemod.domain.dedup import (
     ProbeWeights,
     Side,
@@ -234,7 +234,7 @@ class Lookup:
     ) -> list[tuple[str, tuple[str, ...], int]]:
         """(id, distinct words, words shared) of every indexed entry of type `kind` whose
         plain Jaccard with `mine` is at least `threshold` (within EPSILON): per class that
-        can reach it, the slots held by enough of the words' postings (`bitsets.at_least`,
+        can reach it, the slots held by enough of the words' postings (`bitsets.held_by`,
         which counts them in any order)."""
         n = len(mine)
         out: list[tuple[str, tuple[str, ...], int]] = []
@@ -247,11 +247,10 @@ class Lookup:
             held = [h for h in map(home.postings.get, mine) if h is not None]
             if len(held) < needed:
                 continue
-            bits = at_least([h if isinstance(h, int) else from_members(h) for h in held], needed)
-            if not bits:
-                continue
+            bitmaps = [h for h in held if isinstance(h, int)]
+            slots = held_by(bitmaps, [h for h in held if not isinstance(h, int)], needed)
             ids, words = home.ids, home.words
-            for slot in members(bits):
+            for slot in slots:
                 listed = words[slot]
                 out.append((ids[slot], listed, len(mine.intersection(listed))))
         return out
