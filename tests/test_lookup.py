@@ -13,17 +13,26 @@ from mnemod.domain.model import Entry
 from test_dedup import entry
 
 
-@given(st.lists(st.frozensets(st.integers(0, 300)), max_size=12), st.integers(0, 13))
-def test_the_members_of_enough_bitsets_are_counted(sets: list[frozenset[int]], needed: int) -> None:
-    """What the lookup's candidates are made of: the slots at least `needed` sets hold."""
+@given(
+    st.lists(st.tuples(st.frozensets(st.integers(0, 300)), st.booleans()), max_size=12),
+    st.integers(0, 13),
+)
+def test_the_members_of_enough_sets_are_counted(
+    sets: list[tuple[frozenset[int], bool]], needed: int
+) -> None:
+    """What the lookup's candidates are made of: the slots at least `needed` sets hold,
+    some sets given as bitmaps, the others as lists of their members (the count stops
+    early when no slot can reach `needed`)."""
     from collections import Counter
 
-    from mnemod.domain.bitsets import at_least, from_members, members
+    from mnemod.domain.bitsets import from_members, held_by, members
 
-    counted = Counter(i for each in sets for i in each)
+    counted = Counter(i for each, _ in sets for i in each)
     expected = sorted(i for i, n in counted.items() if n >= max(1, needed))
-    assert [sorted(members(from_members(each))) for each in sets] == [sorted(e) for e in sets]
-    assert members(at_least([from_members(each) for each in sets], needed)) == expected
+    assert [sorted(members(from_members(each))) for each, _ in sets] == [sorted(e) for e, _ in sets]
+    bitmaps = [from_members(each) for each, as_bitmap in sets if as_bitmap]
+    lists = [array("I", sorted(each)) for each, as_bitmap in sets if not as_bitmap]
+    assert held_by(bitmaps, lists, needed) == expected
 
 
 KEYWORD_SETS = st.lists(st.sampled_from([f"w{i}" for i in range(6)]), max_size=5)

@@ -37,30 +37,31 @@ def from_members(slots: Iterable[int]) -> int:
     return reduce(or_, map((1).__lshift__, slots), 0)
 
 
-def at_least(sets: Sequence[int], needed: int) -> int:
-    """The members held by at least `needed` (≥ 1) of `sets`.
-
-    Each member's count is kept in binary across bit planes (plane k holds the members
-    whose count has bit k set), so adding a set costs a few operations however many sets
-    there are (a ripple-carry adder run on every member at once); the comparison with
-    `needed` then reads the planes from the top."""
-    if needed <= 1:
-        total = 0
-        for bits in sets:
-            total |= bits
-        return total
-    if len(sets) < needed:
-        return 0
-    planes: list[int] = [0] * len(sets).bit_length()
+def counted(sets: Iterable[int], planes: list[int] | None = None) -> list[int]:
+    """How many of `sets` hold each member, in binary across bit planes (plane k holds the
+    members whose count has bit k set), added to `planes` (changed in place) when given:
+    adding a set costs a few operations however many sets there are (a ripple-carry adder
+    run on every member at once)."""
+    planes = [] if planes is None else planes
     for bits in sets:
         carry = bits
         k = 0
         while carry:
+            if k == len(planes):
+                planes.append(carry)
+                break
             plane = planes[k]
             planes[k] = plane ^ carry
             carry &= plane
             k += 1
-    # count ≥ needed: greater at the first plane where they differ, or equal throughout
+    return planes
+
+
+def reaching(planes: Sequence[int], needed: int) -> int:
+    """The members whose count in `planes` (`counted`) is at least `needed` (≥ 1): greater
+    at the first plane, from the top, where the two differ, or equal throughout."""
+    if needed >> len(planes):
+        return 0
     greater, equal = 0, -1
     for k in range(len(planes) - 1, -1, -1):
         if needed >> k & 1:
@@ -68,3 +69,22 @@ def at_least(sets: Sequence[int], needed: int) -> int:
         else:
             greater |= equal & planes[k]
     return greater | equal
+
+
+def held_by(bitmaps: Sequence[int], lists: Sequence[Sequence[int]], needed: int) -> list[int]:
+    """The members held by at least `needed` (≥ 1) of `bitmaps` and `lists` (short sets
+    given as their members), in increasing order.
+
+    A list is made a bitmap member by member, in Python: the dearest part of the count.
+    So the bitmaps are counted first, then the lists, shortest first, each only while
+    some member could still reach `needed` were it in every list left: often none can,
+    and the longer lists are never read."""
+    needed = max(1, needed)
+    planes = counted(bitmaps)
+    ordered = sorted(lists, key=len)
+    for done, each in enumerate(ordered):
+        lowest = needed - (len(ordered) - done)
+        if lowest >= 1 and not reaching(planes, lowest):
+            return []
+        counted((from_members(each),), planes)
+    return members(reaching(planes, needed))

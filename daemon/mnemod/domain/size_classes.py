@@ -7,8 +7,9 @@ class are a Python int used as a bitmap (`domain.bitsets`) once the word is held
 class, so it is kept only where it costs at most DENSE_SHARE / 8 bytes a holder.
 
 `passing` finds, per class whose size can reach the floor, the slots sharing enough words
-with a set: those counted in enough of its words' bitmaps (`bitsets.at_least`, in C over
-machine words; a short array is made a bitmap for it). That is exactly the entries whose
+with a set: those counted in enough of its words' bitmaps and short arrays
+(`bitsets.held_by`, the bitmaps in C over machine words, the arrays shortest first and not
+read once no slot can reach the floor). That is exactly the entries whose
 plain Jaccard reaches the floor, at a cost set by the classes read, not by how long the
 postings of common words are (GC's postings by the rarest words first read about 1,650
 posted ids an entry at 100,000 LoCoMo memories, whose vocabulary is about 1,800 words).
@@ -21,7 +22,7 @@ import heapq
 from array import array
 from typing import TypeAlias
 
-from mnemod.domain.bitsets import at_least, from_members, members
+from mnemod.domain.bitsets import from_members, held_by, members
 
 DENSE_SHARE = 64  # a word held by 1 in this many of a class keeps its slots as a bitmap
 SLOT_BITS = 32  # an entry's place: its class's number above these bits, its slot below
@@ -88,15 +89,14 @@ class SizeClass:
     def sharing(self, mine: frozenset[str], needed: int, out: Passing) -> None:
         """Append to `out` (id, distinct words, words shared) of each entry sharing at
         least `needed` (≥ 1) of `mine`: the slots counted in enough of the words' bitmaps
-        (a short array made a bitmap for it)."""
+        (`bitsets.held_by`: the bitmaps counted first, then the short arrays)."""
         held = [h for h in map(self.postings.get, mine) if h is not None]
         if len(held) < needed:
             return
-        bits = at_least([h if isinstance(h, int) else from_members(h) for h in held], needed)
-        if not bits:
-            return
+        bitmaps = [h for h in held if isinstance(h, int)]
+        slots = held_by(bitmaps, [h for h in held if not isinstance(h, int)], needed)
         ids, words = self.ids, self.words
-        for slot in members(bits):
+        for slot in slots:
             listed = words[slot]
             out.append((ids[slot], listed, len(mine.intersection(listed))))
 

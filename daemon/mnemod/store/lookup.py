@@ -169,7 +169,7 @@ class Lookup:
     ) -> list[tuple[str, tuple[str, ...], int]]:
         """(id, distinct words, words shared) of every indexed entry of type `kind` whose
         plain Jaccard with `mine` is at least `threshold` (within EPSILON): per class that
-        can reach it, the slots held by enough of the words' postings (`bitsets.at_least`,
+        can reach it, the slots held by enough of the words' postings (`SizeClass.sharing`,
         which counts them in any order)."""
         out: Passing = []
         classes, homes = self._classes, self._homes
