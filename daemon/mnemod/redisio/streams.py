@@ -145,6 +145,19 @@ class EventStream:
         messages = cast(list[tuple[str, dict[str, str] | None]], reply[1] if reply else [])
         return [(message_id, fields) for message_id, fields in messages if fields is not None]
 
+    def delivered_between(self, consumer: str, after: str, before: str) -> bool:
+        """Whether an event between the ids `after` and `before` (both excluded) waits in
+        `consumer`'s pending list: another process under that name read it meanwhile."""
+        found = self.client.xpending_range(
+            self.keys.events,
+            GROUP,
+            min=f"({after}",
+            max=f"({before}",
+            count=1,
+            consumername=consumer,
+        )
+        return bool(found)
+
     # ---- what is still waiting -----------------------------------------------------------
     def acknowledged(self, event_id: str) -> bool:
         """The group read `event_id` and acknowledged it (False with no stream or group)."""

@@ -4,6 +4,8 @@ events once that record is durable, then brings the hot layer in step.
 
 Exactly once: each record carries the last applied event id; after a crash the pending
 events are read again and those at or below that id are acknowledged without being applied.
+That needs events applied in id order: a batch another process read under the leaders'
+consumer name meanwhile (a deposed leader) is read from the pending list before later ones.
 
 While the log cannot be written (a full or read-only disk) no more events are read: the
 batch's record is tried again, with a backoff, and requests are still answered. A hot-layer
@@ -32,7 +34,7 @@ from mnemod.redisio.connection import REDIS_FAILURES
 from mnemod.redisio.dead_letters import dead_letter
 from mnemod.redisio.events import Event, is_applied, parse_event
 from mnemod.redisio.keys import Keys
-from mnemod.redisio.streams import EventStream, GroupMissingError
+from mnemod.redisio.streams import Batches, EventStream, GroupMissingError
 from mnemod.runtime import bookkeeping, maintenance
 from mnemod.runtime.batching import BatchSize
 from mnemod.runtime.bookkeeping import Bookkeeping, Settler
@@ -106,6 +108,7 @@ class Writer:
         )
         # the backlog (delivered before a crash, never acknowledged) first, then new ones
         self.read_from = {keys.events: "0", keys.rpc: "0"}
+        self.last_read = engine.last_event_id or "0-0"  # the last event this writer read
         self.last_commit = self.clock.monotonic()
         self.snapshot_interval = 2.0
         self.job_results: dict[str, dict[str, Any]] = {}
@@ -155,6 +158,7 @@ class Writer:
             self.ensure_groups()
             self.groups_recreated = True  # Redis may have lost its data: the daemon checks
             return BatchResult()
+        batches = self._in_order(streams, batches)
         began = maintenance.started()
         read_at = self.clock.monotonic()
         result = BatchResult()
@@ -166,6 +170,8 @@ class Writer:
                 self.maintenance.run(maintenance.SLICE_SECONDS)
         for stream, messages in batches:
             got[stream] = len(messages)
+            if messages and stream == self.keys.events:
+                self.last_read = messages[-1][0]
             if messages and streams[stream] != ">":
                 # the backlog is read by id: go on after the last one (it stays pending
                 # until the snapshot covers it, so re-reading from "0" would see it again)
@@ -198,6 +204,26 @@ class Writer:
             self.batch.taken(got.get(self.keys.events, 0), took, self.config.daemon.batch_size)
         maintenance.note_stall("step", began)
         return result
+
+    def _in_order(self, streams: dict[str, str], batches: Batches) -> Batches:
+        """New events read after some that another process took under this consumer name
+        since this writer's last read (a leader whose lease lapsed while it ran, reading on
+        as the next one took over): this read's events are left to the next step, which
+        reads the pending list from the last one read, the taken ones first, in order.
+        Applied after later ones, they would be skipped as applied: lost."""
+        events = self.keys.events
+        if streams.get(events) != ">":
+            return batches
+        for stream, messages in batches:
+            if stream != events or not messages:
+                continue
+            first = messages[0][0]
+            if not self.stream.delivered_between(CONSUMER, self.last_read, first):
+                return batches
+            log.warning("events.taken_meanwhile", after=self.last_read, before=first)
+            self.read_from[events] = self.last_read
+            return [(s, m) for s, m in batches if s != events]
+        return batches
 
     def publish(self, changes: dict[str, str]) -> None:
         """Bring the hot layer in step, then tell subscribers what changed. Accesses alone
