@@ -115,22 +115,32 @@ class SizeClasses:
     def __init__(self, dense_share: int = GC_DENSE_SHARE) -> None:
         self.dense_share = dense_share
         self._classes: dict[tuple[str, int], int] = {}  # (type, set size) -> class number
-        self._homes: list[SizeClass] = []  # by number
-        # id -> its class's number << SLOT_BITS | its slot (one int)
+        self._homes: list[tuple[str, SizeClass]] = []  # the classes (and their type) by number
+        # id -> its class's number << SLOT_BITS | its slot: one int, where a tuple of the two
+        # took 64 bytes more an entry
         self._placed: dict[str, int] = {}
+
+    def __contains__(self, entry_id: object) -> bool:
+        return entry_id in self._placed
 
     def add(self, entry_id: str, kind: str, words: tuple[str, ...]) -> None:
         """Index `words` (distinct) of `entry_id`, which is not indexed."""
         number = self._classes.get((kind, len(words)))
         if number is None:
             number = self._classes[(kind, len(words))] = len(self._homes)
-            self._homes.append(SizeClass(self.dense_share))
-        self._placed[entry_id] = number << SLOT_BITS | self._homes[number].add(entry_id, words)
+            self._homes.append((kind, SizeClass(self.dense_share)))
+        self._placed[entry_id] = number << SLOT_BITS | self._homes[number][1].add(entry_id, words)
 
-    def discard(self, entry_id: str) -> None:
+    def discard(self, entry_id: str) -> tuple[str, tuple[str, ...]] | None:
+        """Forget `entry_id`: the type and words it was indexed with (None if it was not)."""
         placed = self._placed.pop(entry_id, None)
-        if placed is not None:
-            self._homes[placed >> SLOT_BITS].remove(placed & SLOT_MASK)
+        if placed is None:
+            return None
+        kind, home = self._homes[placed >> SLOT_BITS]
+        slot = placed & SLOT_MASK
+        words = home.words[slot]
+        home.remove(slot)
+        return kind, words
 
     def passing(
         self, mine: frozenset[str], kind: str, floor: float, no_larger: bool = False
@@ -143,7 +153,7 @@ class SizeClasses:
         for m, needed in needed_shared(len(mine), floor, no_larger):
             number = classes.get((kind, m))
             if number is not None:
-                homes[number].sharing(mine, needed, out)
+                homes[number][1].sharing(mine, needed, out)
         return out
 
 

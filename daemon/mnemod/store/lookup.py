@@ -1,11 +1,12 @@
 """In-memory lookups over the L3 entries: keyword postings (dedup candidates), key labels,
 and the aliases merges leave behind (a folded id leads to its survivor).
 
-The entries of one type whose keyword sets have one size form a class (domain.size_classes), and
-each has a slot there (a small integer; a freed slot is taken again first, so the slots
-stay dense). A word's postings in a class are a set of slots: a Python int used as a
-bitmap (`domain.bitsets`) once the word is held by 1 in 64 of the class, an array of
-slots below (a bitmap costs a bit per slot of the class, an array 4 bytes per holder).
+The entries of one type whose keyword sets have one size form a class
+(domain.size_classes), and each has a slot there (a small integer; a freed slot is taken
+again first, so the slots stay dense). A word's postings in a class are a set of slots: a
+Python int used as a bitmap (`domain.bitsets`) once the word is held by 1 in 64 of the
+class, an array of slots below (a bitmap costs a bit per slot of the class, an array 4
+bytes per holder).
 `similar` counts, per class that can reach the floor, how many of the new text's words
 each entry holds, with bitmap operations in C, and so finds exactly the entries whose plain
 Jaccard reaches the floor; a removal clears one bit per word (or takes one slot out of a
@@ -18,7 +19,6 @@ Made with `words=False`, it keeps only the labels and aliases until its owner se
 
 from __future__ import annotations
 
-import functools
 from collections import Counter, defaultdict
 
 from mnemod.config import DedupConfig
@@ -30,23 +30,17 @@ from mnemod.domain.dedup import (
     unworded_score,
 )
 from mnemod.domain.model import Entry
-from mnemod.domain.size_classes import DENSE_SHARE, SLOT_BITS, SLOT_MASK, Passing, SizeClass
+from mnemod.domain.size_classes import DENSE_SHARE, Passing, SizeClasses
 
 MAX_ALIAS_HOPS = 100
-EPSILON = 1e-9  # the floor is met within float rounding (as `similar` compares it)
 
 
 class Lookup:
     def __init__(self, words: bool = True, dense_share: int = DENSE_SHARE) -> None:
         self.words = words  # whether `add` indexes the entry's words
-        self.dense_share = dense_share  # see SizeClass
         self.keys: dict[str, str] = {}
         self.aliases: dict[str, str] = {}
-        self._classes: dict[tuple[str, int], int] = {}  # (type, set size) -> class number
-        self._homes: list[tuple[str, SizeClass]] = []  # the classes (and their type) by number
-        # id -> its class's number << SLOT_BITS | its slot: one int, where a tuple of the two
-        # took 64 bytes more an entry
-        self._placed: dict[str, int] = {}
+        self._classes = SizeClasses(dense_share)  # see domain.size_classes
         self._frequency: dict[tuple[str, str], int] = defaultdict(int)
         self._per_kind: Counter[str] = Counter()  # entries indexed, by type
 
@@ -59,7 +53,7 @@ class Lookup:
             self.aliases[old_id] = entry.id
 
     def has_words(self, entry_id: str) -> bool:
-        return entry_id in self._placed
+        return entry_id in self._classes
 
     def add_words(self, entry: Entry) -> None:
         """Index the entry's words (replacing what was indexed of it)."""
@@ -69,12 +63,7 @@ class Lookup:
         if isinstance(keywords, tuple) and len(words) == len(keywords):
             words = keywords  # held once, by the entry and here
         kind = entry.type
-        number = self._classes.get((kind, len(words)))
-        if number is None:
-            number = self._classes[(kind, len(words))] = len(self._homes)
-            self._homes.append((kind, SizeClass(self.dense_share)))
-        home = self._homes[number][1]
-        self._placed[entry.id] = number << SLOT_BITS | home.add(entry.id, words)
+        self._classes.add(entry.id, kind, words)
         self._per_kind[kind] += 1
         frequency = self._frequency
         for word in words:
@@ -88,19 +77,17 @@ class Lookup:
     def _unindex(self, entry_id: str) -> None:
         """Forget an entry's words as they were indexed (its keywords or type may have
         changed since)."""
-        placed = self._placed.pop(entry_id, None)
-        if placed is None:
+        indexed = self._classes.discard(entry_id)
+        if indexed is None:
             return
-        kind, home = self._homes[placed >> SLOT_BITS]
-        slot = placed & SLOT_MASK
+        kind, words = indexed
         frequency = self._frequency
-        for word in home.words[slot]:
+        for word in words:
             left = frequency[(kind, word)] - 1
             if left:
                 frequency[(kind, word)] = left
             else:
                 del frequency[(kind, word)]
-        home.remove(slot)
         self._per_kind[kind] -= 1
 
     def alias(self, old_id: str, survivor_id: str) -> None:
@@ -126,7 +113,7 @@ class Lookup:
         threshold = jaccard_floor(config)  # the candidates' bound: plain keyword Jaccard
         mine = frozenset(entry.keywords)
         size = len(mine)
-        indexed = entry.id in self._placed  # then its words are weighed as if it were not
+        indexed = entry.id in self._classes  # then its words are weighed as if it were not
 
         def stored(word: str) -> int:
             return frequency.get((kind, word), 0) - (indexed and word in mine)
@@ -164,31 +151,9 @@ class Lookup:
                 best_id, best_score = other_id, score
         return (entries[best_id], best_score) if best_id else None
 
-    def _passing(
-        self, kind: str, mine: frozenset[str], threshold: float
-    ) -> list[tuple[str, tuple[str, ...], int]]:
+    def _passing(self, kind: str, mine: frozenset[str], threshold: float) -> Passing:
         """(id, distinct words, words shared) of every indexed entry of type `kind` whose
-        plain Jaccard with `mine` is at least `threshold` (within EPSILON): per class that
-        can reach it, the slots held by enough of the words' postings (`SizeClass.sharing`,
-        which counts them in any order)."""
-        out: Passing = []
-        classes, homes = self._classes, self._homes
-        for m, needed in _needed(len(mine), threshold):
-            number = classes.get((kind, m))
-            if number is not None:
-                homes[number][1].sharing(mine, needed, out)
-        return out
-
-
-@functools.lru_cache(maxsize=1024)
-def _needed(n: int, threshold: float) -> tuple[tuple[int, int], ...]:
-    """For a set of `n` distinct words: (m, s) for each size m of another set that can
-    reach plain Jaccard `threshold` (within EPSILON), s the fewest shared words that do
-    (s / (n + m − s) grows with s)."""
-    out = []
-    for m in range(1, int(n / threshold) + 2):
-        for s in range(1, min(n, m) + 1):
-            if s / (n + m - s) >= threshold - EPSILON:
-                out.append((m, s))
-                break
-    return tuple(out)
+        plain Jaccard with `mine` is at least `threshold` (within float rounding): per class
+        that can reach it, the slots held by enough of the words' postings
+        (`SizeClasses.passing`)."""
+        return self._classes.passing(mine, kind, threshold)
