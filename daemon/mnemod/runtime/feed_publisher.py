@@ -82,16 +82,11 @@ class FeedPublisher:
         if self.feed.committed() is None:
             self.feed.start(self.position)  # Redis lost it: this leader's files are the truth
         seq = self.engine.commits.checkpoint_seq
-        line = self._line_of(seq)
-        if seq > 0 and line is None:
-            log.warning("feed.checkpoint_not_published", seq=seq, error="its record is gone")
-            return
-        # read now, as of `seq`: a checkpoint written later replaces the file
-        index = self.engine.paths.index.read_bytes()
-        if defer:
-            self._deferred = (seq, line, index)
-        else:
-            self._publish(seq, line, index)
+        written = self._written(seq, self._line_of(seq))  # read now: a later one replaces it
+        if written is not None and defer:
+            self._deferred = written
+        elif written is not None:
+            self._publish(*written)
 
     def publish_deferred(self) -> None:
         """Publish the checkpoint `take_over(defer=True)` read (compressing and sending a
@@ -171,12 +166,18 @@ class FeedPublisher:
         return None
 
     def publish_checkpoint(self, seq: int, line: bytes | None) -> None:
-        """Publish index.json as written for `seq`, with that record's line (without it a
-        follower could not tell its copy's history: not published)."""
+        """Publish index.json as written for `seq`, with that record's line."""
+        written = self._written(seq, line)
+        if written is not None:
+            self._publish(*written)
+
+    def _written(self, seq: int, line: bytes | None) -> tuple[int, bytes | None, bytes] | None:
+        """(seq, line, index.json's bytes) of the checkpoint written for `seq`; None, logged,
+        without the record's line (a follower could not tell its copy's history)."""
         if seq > 0 and line is None:
             log.warning("feed.checkpoint_not_published", seq=seq, error="its record is gone")
-            return
-        self._publish(seq, line, self.engine.paths.index.read_bytes())
+            return None
+        return seq, line, self.engine.paths.index.read_bytes()
 
     def _publish(self, seq: int, line: bytes | None, index: bytes) -> None:
         if self.feed.publish_checkpoint(seq, line, index):
