@@ -62,20 +62,21 @@ def line_crc(line: bytes) -> int:
         return 0
 
 
-def _checked(line: bytes) -> int:
-    """Where the CRC mark of a line whose CRC holds starts; 0 for a torn or damaged line."""
-    if not line.endswith(b"\n"):
+def _checked(data: bytes, start: int = 0, end: int | None = None) -> int:
+    """Where the CRC mark of the line data[start:end] (all of `data` by default) starts,
+    when its CRC holds; 0 for a torn or damaged line. The line is read in place (its CRC
+    summed over a view): a bulk import's line is 80 MB, not copied to be checked."""
+    end = len(data) if end is None else end
+    if end - start < 2 or data[end - 2 : end] != b"}\n":
         return 0
-    mark = line.rfind(_CRC_MARK)
-    if mark <= 0:
+    mark = data.rfind(_CRC_MARK, start, end)
+    if mark <= start:
         return 0
     try:
-        crc = int(line[mark + len(_CRC_MARK) : -2])
+        crc = int(data[mark + len(_CRC_MARK) : end - 2])
     except ValueError:
         return 0
-    if line[-2:] != b"}\n" or zlib.crc32(memoryview(line)[:mark]) != crc:
-        return 0  # (a view: a bulk import's line is 80 MB, not copied to be summed)
-    return mark
+    return mark if zlib.crc32(memoryview(data)[start:mark]) == crc else 0
 
 
 def leading_seq(line: bytes) -> int | None:
@@ -93,36 +94,27 @@ def record_seq(line: bytes) -> int | None:
     """The seq of a line whose CRC holds, read from its start (`leading_seq`) without
     decoding the rest (a record of a bulk import holds 80 MB of entries); other lines are
     decoded. None when the line is torn or damaged."""
-    mark = _checked(line)
-    if not mark:
+    return _seq_in(line, 0, len(line))
+
+
+def _seq_in(data: bytes, start: int, end: int) -> int | None:
+    """`record_seq` of the line data[start:end], read in place."""
+    if not _checked(data, start, end):
         return None
-    seq = leading_seq(line)
+    seq = leading_seq(data[start : start + len(_SEQ_MARK) + 21])
     if seq is not None:
         return seq
-    record = decode_record(line)
+    record = decode_record(data[start:end])
     return None if record is None else int(record["seq"])
 
 
 def _seq_at(data: bytes, start: int, end: int) -> tuple[int | None, bytes | None]:
     """`record_seq` of the line data[start:end], with the line when it is short; a long
-    one is checked in place (its CRC summed over a view, its seq read from its start)."""
+    one is checked in place and not copied."""
     if end - start <= HELD_LINE_BYTES:
         line = data[start:end]
         return record_seq(line), line
-    mark = data.rfind(_CRC_MARK, start, end)
-    if mark <= start or data[end - 2 : end] != b"}\n":
-        return None, None
-    try:
-        crc = int(data[mark + len(_CRC_MARK) : end - 2])
-    except ValueError:
-        return None, None
-    if zlib.crc32(memoryview(data)[start:mark]) != crc:
-        return None, None
-    seq = leading_seq(data[start : start + 32])
-    if seq is None:
-        record = decode_record(data[start:end])
-        seq = None if record is None else int(record["seq"])
-    return seq, None
+    return _seq_in(data, start, end), None
 
 
 def decode_record(line: bytes) -> dict[str, Any] | None:
