@@ -186,7 +186,7 @@ def measure(
     row["folded"] = sum(len(folded) for _, folded in plan.merges)
     if peaks:
         row["scratch_peak_mb"] = peak_mb(lambda: plan_gc(entries, config, now))
-    row["index_mb"] = kept_mb(lambda: KeywordIndex(config.dedup.floor, entries))
+    row["index_mb"] = kept_mb(lambda: KeywordIndex(entries))
     row["lookup_mb"] = kept_mb(lambda: lookup_of(entries))
     if size <= exhaustive_max:
         merges, row["exhaustive_s"], row["exhaustive_cpu_s"] = timed(
@@ -196,7 +196,7 @@ def measure(
         row["exhaustive_peak_mb"] = peak_mb(lambda: exhaustive_merges(entries, config, now))
 
     # the first GC applied, then new memories
-    index, row["index_s"], _ = timed(lambda: KeywordIndex(config.dedup.floor, entries))
+    index, row["index_s"], _ = timed(lambda: KeywordIndex(entries))
     first, _, first_cpu = timed(lambda: plan_gc(entries, config, now, index=index))
     held = {e.id: e for e in entries}
     apply(first, held, index, now)
@@ -217,7 +217,7 @@ def measure(
     row["after_new_merges"] = len(after.merges)
     if peaks:
         row["after_new_peak_mb"] = peak_mb(lambda: plan_gc(current, config, now, index=index))
-    fresh = KeywordIndex(config.dedup.floor, current, reweigh_at=math.inf)
+    fresh = KeywordIndex(current, reweigh_at=math.inf)
     fresh.weights = index.weights  # the same word counts, every entry looked from
     row["full_check"] = after.merges == plan_gc(current, config, now, index=fresh).merges
     if size <= exhaustive_max:

@@ -223,7 +223,7 @@ def test_plans_from_what_changed_are_the_exhaustive_plans(
     equals the exhaustive plan of the entries then, with the index's word counts."""
     cfg = config(0.45, policy)
     entries: dict[str, Entry] = {}
-    index = KeywordIndex(cfg.dedup.floor, reweigh_at=reweigh_at)
+    index = KeywordIndex(reweigh_at=reweigh_at)
     now = T0
     made = 0
 
@@ -274,7 +274,7 @@ def test_after_an_applied_plan_only_pairs_with_a_changed_entry_are_looked_at() -
         for e in (entry(f"E{i:03d}", rng.sample(VOCAB, rng.randint(2, 6)), i) for i in range(200))
     }
     cfg = config(0.5)
-    index = KeywordIndex(0.5, entries.values())
+    index = KeywordIndex(entries.values())
     plan = plan_gc(list(entries.values()), cfg, T0, index=index)
     assert plan.merges  # the test means something only if the first run merged
     while plan.merges:  # until a run merges nothing
@@ -317,7 +317,7 @@ def test_after_what_a_gc_changed_is_examined_the_next_looks_from_new_entries_alo
             e.id: e
             for e in (entry(f"E{i:02d}", rng.sample(FEW, rng.randint(1, 5)), i) for i in range(14))
         }
-        index = KeywordIndex(cfg.dedup.floor, entries.values(), reweigh_at=math.inf)
+        index = KeywordIndex(entries.values(), reweigh_at=math.inf)
         apply(plan_gc(list(entries.values()), cfg, T0, index=index), entries, index, T0)
         examine(entries, cfg, index, T0)
         assert index.changes(cfg.dedup).ids == ()
@@ -352,7 +352,7 @@ def test_a_pair_refused_by_its_weighted_score_is_judged_again_with_new_word_coun
     cfg = config(0.55, floor=0.5)
     a, b = entry("A", ["s1", "s2", "a1"], 0), entry("B", ["s1", "s2", "b1"], 1)
     entries = {"A": a, "B": b}
-    index = KeywordIndex(0.5, entries.values(), reweigh_at=reweigh_at)
+    index = KeywordIndex(entries.values(), reweigh_at=reweigh_at)
     assert run_gc(entries, cfg, index).merges == []  # plain 0.5, every word weighs 1
     taken = index.weights
     assert index.changes(cfg.dedup).ids == () and not index.changes(cfg.dedup).pending
@@ -375,7 +375,7 @@ def test_a_group_that_merged_nothing_is_looked_from_again() -> None:
     s = entry("S", ["ant", "bee", "cat", "dog"], 0, content="ant bee cat dog 3", tokens=4)
     k = entry("K", ["ant", "bee", "cat"], 1, content="ant bee cat 4", tokens=4)
     entries = {"S": s, "K": k}
-    index = KeywordIndex(0.5, entries.values())
+    index = KeywordIndex(entries.values())
     plan = run_gc(entries, cfg, index)
     assert plan.merges == [] and plan.settlement is not None
     assert plan.settlement.keep == {"S", "K"}
@@ -390,7 +390,7 @@ def test_a_group_that_merged_nothing_is_looked_from_again() -> None:
 
 
 def test_settle_keeps_what_changed_after_the_plan_and_what_it_keeps() -> None:
-    index = KeywordIndex(0.55, [entry(i, ["x", i]) for i in "ABC"], reweigh_at=math.inf)
+    index = KeywordIndex([entry(i, ["x", i]) for i in "ABC"], reweigh_at=math.inf)
     changes = index.changes("rule")
     assert set(changes.ids) == {"A", "B", "C"}
     index.add(entry("A", ["x", "y", "q"]))  # changed while the plan was applied
@@ -424,7 +424,7 @@ def test_settling_in_steps_keeps_what_changes_between_them(
     after its turn) stays marked, one discarded is forgotten, the rest is settled."""
     monkeypatch.setattr(similar_pairs_module, "SCAN_STEP", 2)
     stored = [entry(f"E{i}", ["x", f"w{i}"]) for i in range(8)]
-    index = KeywordIndex(0.55, stored, reweigh_at=math.inf)
+    index = KeywordIndex(stored, reweigh_at=math.inf)
     changes = index.changes("rule")
     steps = index.settling(Settlement(changes.upto, changes.rule, frozenset({"E7"})))
     next(steps)  # E0, E1 settled
@@ -442,7 +442,7 @@ def test_another_rule_looks_from_every_entry() -> None:
     it looks from every entry."""
     a, b = entry("A", ["w1", "w2", "w3", "a1"], 0), entry("B", ["w1", "w2", "w3", "b1"], 1)
     strict = config(0.9)
-    index = KeywordIndex(0.9, [a, b])
+    index = KeywordIndex([a, b])
     plan = plan_gc([a, b], strict, T0, index=index)
     assert plan.merges == []
     assert plan.settlement is not None
@@ -478,7 +478,7 @@ def test_passing_is_every_brute_force_match_after_changes(dense_share: int) -> N
         return [*rng.sample(vocabulary, rng.randint(0, 14)), "common"]
 
     stored = {e.id: e for e in (entry(f"E{i:03d}", words(), i) for i in range(300))}
-    index = KeywordIndex(0.3, list(stored.values())[:150], dense_share=dense_share)
+    index = KeywordIndex(list(stored.values())[:150], dense_share=dense_share)
     for e in list(stored.values())[150:]:
         index.add(e)
     for e in list(stored.values())[:60]:
@@ -517,11 +517,11 @@ def test_no_set_reaching_the_floor_is_missed(
     floor: float,
     above: float,
 ) -> None:
-    """Sets posted at once and later, looked up at the index's floor or above, of any size
+    """Sets posted at once and later, looked up at a floor or above, of any size
     or (`no_larger`) of no larger size."""
     stored = [entry(f"F{i:02d}", words) for i, words in enumerate(first)]
     stored += [entry(f"L{i:02d}", words) for i, words in enumerate(later)]
-    index = KeywordIndex(floor, stored[: len(first)])
+    index = KeywordIndex(stored[: len(first)])
     for e in stored[len(first) :]:
         index.add(e)
     threshold = min(1.0, floor + above)
@@ -535,6 +535,6 @@ def test_no_set_reaching_the_floor_is_missed(
 def test_types_never_pair() -> None:
     a, b = entry("A", ["x", "y"], 0), entry("B", ["x", "y"], 1, type_="progress")
     assert plan_gc([a, b], config(0.5), T0).merges == []
-    index = KeywordIndex(0.5, [a, b])
+    index = KeywordIndex([a, b])
     changes = Changes(("A", "B"), 2, "rule")
     assert similar_pairs(index, changes, {"A": a, "B": b}, 0.5, jaccard_rule(0.5)) == ({}, set())

@@ -211,9 +211,8 @@ def planning(
     expired = plan.expired = yield from expired_among(entries, now)
     if expire_only:
         return plan
-    floor = jaccard_floor(config.dedup)
     if index is None:
-        index = KeywordIndex(floor)
+        index = KeywordIndex()
         index.complete = False
     if not index.complete:
         for start in range(0, len(ids), SCAN_STEP):

@@ -130,13 +130,11 @@ class KeywordIndex:
 
     def __init__(
         self,
-        floor: float,
         entries: Iterable[Entry] = (),
         reweigh_at: float = REWEIGH_AT,
         dense_share: int = GC_DENSE_SHARE,
     ) -> None:
         """`dense_share`: see domain.size_classes."""
-        self.floor = floor
         self.reweigh_at = reweigh_at
         self._classes = SizeClasses(dense_share)
         self._words: dict[str, tuple[str, ...]] = {}  # distinct, in the entry's order

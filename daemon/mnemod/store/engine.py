@@ -21,7 +21,6 @@ import structlog
 
 from mnemod.clock import Clock
 from mnemod.config import Config
-from mnemod.domain.dedup import jaccard_floor
 from mnemod.domain.gc import GcReport
 from mnemod.domain.model import Entry
 from mnemod.domain.resolve import ResolveResult
@@ -436,7 +435,7 @@ class Engine:
         not `complete` until then), then kept in step by every change, so the next plan
         looks only from what changed (domain.similar_pairs)."""
         if self._gc_index is None:
-            self._gc_index = KeywordIndex(jaccard_floor(self.config.dedup))
+            self._gc_index = KeywordIndex()
             self._gc_index.complete = False
         return self._gc_index
 
