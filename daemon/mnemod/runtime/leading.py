@@ -30,7 +30,7 @@ from mnemod.runtime.status import StatusWriter
 from mnemod.runtime.watcher import Watcher
 from mnemod.runtime.writer import CONSUMER, Writer
 from mnemod.store.engine import Engine
-from mnemod.store.heap import freeze_heap
+from mnemod.store.heap import freeze_started
 
 log = structlog.get_logger("mnemod.daemon")
 
@@ -84,7 +84,7 @@ class Leader:
             writer.ensure_groups()
             kept.check()
             hot.start(engine, engine.committed_seq)
-            freeze_heap()  # the indexes and entries' JSON are built after, in idle slices
+            freeze_started()  # the indexes and entries' JSON are built after, in idle slices
             scheduler = Scheduler(config.schedule, context.commands.post)
             scheduler.start()
             stack.callback(scheduler.shutdown)
