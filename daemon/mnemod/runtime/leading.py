@@ -97,7 +97,7 @@ class Leader:
             )
             watcher.start()
             stack.callback(watcher.stop)
-            renewed_at = kept.stop()  # the loop renews from here on
+            kept.stop()  # the loop renews from here on, counting from this last renewal
             kept.check()
             metrics.set_leader(ns, True)
             context.state = "running"
@@ -105,7 +105,7 @@ class Leader:
             host.announce(ns, "leading", "")
             log.info("daemon.running", namespace=ns, entries=len(engine.entries), pid=os.getpid())
             publisher.publish_deferred()
-            self._loop(Leading(engine, writer, hot, lease, status, scheduler), renewed_at)
+            self._loop(Leading(engine, writer, hot, lease, status, scheduler), kept.renewed_at)
             context.state = "stopping"
             host.stopping("draining")
             log.info("daemon.draining", namespace=ns)

@@ -62,12 +62,11 @@ class StartupLease:
     ) -> None:
         self.stop()
 
-    def stop(self) -> float:
-        """End the renewals (the lead loop renews from now on); when the last one held."""
+    def stop(self) -> None:
+        """End the renewals on the thread (the lead loop renews from now on)."""
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join()
-        return self.renewed_at
 
     def check(self) -> None:
         """Renew now (a round trip: the next step is sure to run under the lease); LeaseLost
