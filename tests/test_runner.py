@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import redis
 from helpers import wait_until
 from mnemod.clock import FixedClock
 from mnemod.config import Config, load_config
+from mnemod.redisio.change_feed import ChangeFeed
 from mnemod.redisio.connection import Backoff
 from mnemod.redisio.keys import Keys, daemons_key
 from mnemod.redisio.presence import Presence
@@ -22,6 +24,8 @@ from mnemod.runtime.leadership import Leadership
 from mnemod.runtime.metrics import Metrics
 from mnemod.runtime.runner import NamespaceRunner
 from mnemod.runtime.runner_context import Folders
+from mnemod.store.engine import Engine
+from mnemod.store.replica import folder_id
 
 TTL = 30.0
 KEYS = Keys("mnemod", "default")
@@ -66,11 +70,10 @@ def host(redis_client: redis.Redis) -> Host:
     return Host(redis_client, Leadership(daemons, "host:1:me", clock, TTL), clock)
 
 
-@pytest.fixture
-def runner(host: Host, tmp_path: Path) -> Iterator[NamespaceRunner]:
+@contextmanager
+def started(host: Host, made: NamespaceRunner) -> Iterator[NamespaceRunner]:
     host.leadership.served = 1
     host.leadership.beat()
-    made = NamespaceRunner(host, "default", Folders(tmp_path, tmp_path / "l1"))
     made.start_thread()
     try:
         yield made
@@ -79,6 +82,51 @@ def runner(host: Host, tmp_path: Path) -> Iterator[NamespaceRunner]:
         assert made.thread is not None
         made.thread.join(timeout=30)
         host.leadership.leave()
+
+
+@pytest.fixture
+def runner(host: Host, tmp_path: Path) -> Iterator[NamespaceRunner]:
+    with started(
+        host, NamespaceRunner(host, "default", Folders(tmp_path, tmp_path / "l1"))
+    ) as made:
+        yield made
+
+
+@dataclass
+class Gate:
+    """Holds the leader's opening of its files until `release` is set (a long start-up)."""
+
+    entered: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
+
+
+@pytest.fixture
+def gate() -> Gate:
+    return Gate()
+
+
+@pytest.fixture
+def slow_starter(
+    host: Host, tmp_path: Path, redis_client: redis.Redis, gate: Gate
+) -> Iterator[NamespaceRunner]:
+    """A runner restarting on the folder it led before (the namespace says its leader wrote
+    this very folder), so that it opens its files once it holds the lease, slowly."""
+    made = NamespaceRunner(host, "default", Folders(tmp_path, tmp_path / "l1"))
+    ChangeFeed(redis_client, KEYS, host.owner).mark_folder(folder_id(made.context.paths))
+    open_files = made.context.open_engine
+
+    def open_slowly(replica: bool = False) -> Engine:
+        engine = open_files(replica)
+        gate.entered.set()
+        gate.release.wait(timeout=30)
+        return engine
+
+    made.context.open_engine = open_slowly  # type: ignore[method-assign]
+    try:
+        with started(host, made) as running:
+            yield running
+    finally:
+        gate.release.set()
 
 
 def test_the_lease_is_renewed_when_a_third_of_its_ttl_went_by(
@@ -112,3 +160,29 @@ def test_a_leader_over_its_share_hands_over_to_a_daemon_standing_by(
     assert redis_client.get(KEYS.lease) is None  # released for the other to take
     wait_until(lambda: host.said == ["leading", "standby"], timeout=30)  # said once it looked
     assert "default" not in host.leadership.leading
+
+
+def test_a_starting_leader_renews_its_lease_while_it_opens_its_files(
+    host: Host, slow_starter: NamespaceRunner, gate: Gate, redis_client: redis.Redis
+) -> None:
+    assert gate.entered.wait(timeout=20)  # the lease held, the files being opened
+    assert redis_client.get(KEYS.lease) == host.owner
+    redis_client.pexpire(KEYS.lease, 5_000)  # as if the start-up took a while already
+    host.clock.advance(TTL / 3)
+    wait_until(lambda: redis_client.pttl(KEYS.lease) > 5_000, timeout=10)
+    gate.release.set()
+    wait_until(lambda: slow_starter.state == "running", timeout=20)
+    assert redis_client.get(KEYS.lease) == host.owner
+
+
+def test_a_leader_deposed_while_it_starts_writes_nothing_and_stands_by(
+    host: Host, slow_starter: NamespaceRunner, gate: Gate, redis_client: redis.Redis
+) -> None:
+    assert gate.entered.wait(timeout=20)
+    redis_client.set(KEYS.lease, "host:2:other", px=60_000)  # took it while this one started
+    host.clock.advance(TTL / 3)
+    gate.release.set()
+    wait_until(lambda: host.said == ["standby"], timeout=20)  # lost it, standing by again
+    assert redis_client.get(KEYS.lease) == "host:2:other"
+    assert slow_starter.state == "standby"
+    assert not redis_client.exists(KEYS.marker, KEYS.status)  # no hot layer, no status

@@ -134,14 +134,16 @@ def _streamed(path: Path, raw: bytes) -> L3Snapshot | None:
     were all alive at once beside the entries made of them, a peak of some 300 MB that
     the process kept. None for any other file, which is then parsed whole."""
     mark = raw.find(ENTRIES_MARK)
-    tail = raw.rstrip()
-    if mark < 0 or not tail.endswith(b"]}"):
+    end = len(raw)  # the end of raw.rstrip(), without a copy of the file
+    while end and raw[end - 1 : end].isspace():
+        end -= 1
+    if mark < 0 or raw[max(end - 2, 0) : end] != b"]}":
         return None
     try:
         head = orjson.loads(raw[:mark] + b"}")
         if not isinstance(head, dict) or "entries" in head:
             return None
-        slices = _Slices(raw, mark + len(ENTRIES_MARK), len(tail) - 2, refs={})
+        slices = _Slices(raw, mark + len(ENTRIES_MARK), end - 2, refs={})
         head["entries"] = slices
         snapshot = _snapshot(path, head)
         snapshot.refs = slices.refs or {}
@@ -240,9 +242,13 @@ def _entries(path: Path, raw: Any, name: str, seen: set[str]) -> list[Entry]:
     if not isinstance(raw, list):
         raise CorruptIndexError(path, f"{name} must be a list")
     entries: list[Entry] = []
+    read = Entry.from_dict
     for position, item in enumerate(raw):
         try:
-            entry = Entry.from_dict(item, where=f"{name}[{position}]")
+            try:
+                entry = read(item)
+            except InvalidInputError:  # read again, naming where (not made for every entry)
+                entry = read(item, where=f"{name}[{position}]")
         except InvalidInputError as exc:
             raise CorruptIndexError(path, str(exc)) from exc
         if entry.id in seen:

@@ -15,7 +15,6 @@ import redis
 import structlog
 
 from mnemod.config import parse_schedule
-from mnemod.errors import MnemodError
 from mnemod.redisio.change_feed import ChangeFeed
 from mnemod.redisio.connection import OUTAGE_ERRORS, REDIS_FAILURES, Backoff, describe
 from mnemod.redisio.lease import Lease
@@ -26,17 +25,14 @@ from mnemod.runtime.hot_sync import HotSync
 from mnemod.runtime.rpc_server import RpcServer
 from mnemod.runtime.runner_context import RunnerContext, wait_after_refusal
 from mnemod.runtime.scheduler import Scheduler
+from mnemod.runtime.startup_lease import LeaseLost, StartupLease
 from mnemod.runtime.status import StatusWriter
 from mnemod.runtime.watcher import Watcher
 from mnemod.runtime.writer import CONSUMER, Writer
 from mnemod.store.engine import Engine
-from mnemod.store.heap import freeze_heap
+from mnemod.store.heap import freeze_started
 
 log = structlog.get_logger("mnemod.daemon")
-
-
-class LeaseLost(MnemodError):
-    """Another daemon holds the namespace now: stop writing at once."""
 
 
 @dataclass(frozen=True)
@@ -65,14 +61,18 @@ class Leader:
         config, clock, metrics = host.config, host.clock, host.metrics
         with ExitStack() as stack:
             stack.callback(_release, lease)
+            # renewed on a thread until the loop turns; checked between the steps
+            kept = stack.enter_context(StartupLease(lease, clock))
             engine = engine or context.open_engine()
             stack.callback(engine.close)
+            kept.check()
             feed = ChangeFeed(client, keys, host.owner, lease.ttl_ms)
             publisher = FeedPublisher(feed, engine, config.daemon.feed_max_len)
             # the files at the committed position before anything else; a checkpoint to
             # publish is sent once the daemon runs
             publisher.take_over(defer=True)
             stack.callback(publisher.close)
+            kept.check()
             hot = HotSync(client, keys, clock, owner=host.owner)
             rpc = RpcServer(engine, client, keys, clock, metrics)
             stack.callback(rpc.close)
@@ -82,8 +82,9 @@ class Leader:
             writer.feed = publisher
             status = StatusWriter(client, keys, host.owner, host.url, clock)
             writer.ensure_groups()
+            kept.check()
             hot.start(engine, engine.committed_seq)
-            freeze_heap()  # the indexes and entries' JSON are built after, in idle slices
+            freeze_started()  # the indexes and entries' JSON are built after, in idle slices
             scheduler = Scheduler(config.schedule, context.commands.post)
             scheduler.start()
             stack.callback(scheduler.shutdown)
@@ -96,13 +97,15 @@ class Leader:
             )
             watcher.start()
             stack.callback(watcher.stop)
+            kept.stop()  # the loop renews from here on, counting from this last renewal
+            kept.check()
             metrics.set_leader(ns, True)
             context.state = "running"
             status.write(engine, writer, hot, scheduler, state=context.state)
             host.announce(ns, "leading", "")
             log.info("daemon.running", namespace=ns, entries=len(engine.entries), pid=os.getpid())
             publisher.publish_deferred()
-            self._loop(Leading(engine, writer, hot, lease, status, scheduler))
+            self._loop(Leading(engine, writer, hot, lease, status, scheduler), kept.renewed_at)
             context.state = "stopping"
             host.stopping("draining")
             log.info("daemon.draining", namespace=ns)
@@ -115,12 +118,12 @@ class Leader:
                 log.warning("redis.unavailable", error=describe(exc), at="shutdown")
                 writer.save_without_redis()
 
-    def _loop(self, parts: Leading) -> None:
+    def _loop(self, parts: Leading, last_renew: float) -> None:
+        """`last_renew`: when the lease was last renewed (clock.monotonic)."""
         host, clock = self.host, self.host.clock
         engine, writer, lease = parts.engine, parts.writer, parts.lease
         block_ms = int(host.config.daemon.block.total_seconds() * 1000)
         renew_every = lease.ttl / 3
-        last_renew = clock.monotonic()
         backoff = Backoff(sleep=host.stop_requested.wait)
         while not host.stop_requested.is_set():
             self.context.beat = clock.monotonic()

@@ -21,9 +21,10 @@ from mnemod.errors import LockedError
 from mnemod.redisio.change_feed import FencedOut
 from mnemod.redisio.lease import Lease
 from mnemod.runtime.catch_up import Diverged
-from mnemod.runtime.leading import Leader, LeaseLost
+from mnemod.runtime.leading import Leader
 from mnemod.runtime.runner_context import Folders, Host, RunnerContext
 from mnemod.runtime.standby import Standby
+from mnemod.runtime.startup_lease import LeaseLost
 
 log = structlog.get_logger("mnemod.daemon")
 

@@ -35,6 +35,15 @@ def freeze_heap() -> None:
     gc.freeze()
 
 
+def freeze_started() -> None:
+    """Hide every object alive now from the collector, without collecting first: at a
+    leader's start-up nearly all of them are the engine just read with the collector
+    paused, all kept (a full pass there found no garbage at 100,000 entries and cost 0.09 s
+    of CPU). What a pass would have found (a follower's cycles that died since its last
+    pass) stays frozen: no more than one pass's worth, once per leadership."""
+    gc.freeze()
+
+
 def freeze_young() -> None:
     """`freeze_heap` after collecting the young generations only: a full collection scans
     every object not frozen yet (after a GC at 100,000 entries, its index), a stall the
