@@ -149,3 +149,32 @@ def test_list_prints_what_the_full_read_prints(tmp_path: Path) -> None:
         assert "[wiki]" in quick[0] and "Thursday" in quick[0]  # a put after the checkpoint
     finally:
         store.close()
+
+
+def test_list_of_a_damaged_checkpoint_or_log_says_which_file(tmp_path: Path) -> None:
+    """A corrupt line is not the quick read's to pass over: the full read names the file."""
+    cli = Cli(tmp_path / "data")
+    for text in ("Cat is called Miso", "Dog is called Bao"):
+        cli.run("add", text)
+    index = tmp_path / "data/default/l3/index.json"
+    written = index.read_text()
+    index.write_text(written.replace('"log_seq":2,', '"log_seq":0,', 1))  # both records after
+    segment = next((tmp_path / "data/default/log").glob("*.jsonl"))
+    lines = segment.read_bytes().splitlines(keepends=True)
+    segment.write_bytes(b'{"seq":1,oops}\n' + lines[1])
+    err = cli.run("list", expect=1).stderr
+    assert segment.name in err and "Traceback" not in err
+    segment.write_bytes(b"".join(lines))
+    index.write_text(written.replace('{"id":', '{"id" ', 1))
+    (index.parent / "index.json.bak").unlink(missing_ok=True)
+    err = cli.run("list", expect=1).stderr
+    assert "index.json" in err and "Traceback" not in err
+
+
+def test_reading_commands_start_without_redis_or_the_engine() -> None:
+    """`stats`, `list`, `get` and `status` of files alone do not import redis, the client,
+    the engine or dedup (0.1 s of CPU at every start)."""
+    heavy = ["redis", "mnemod.client", "mnemod.store.engine", "mnemod.domain.dedup"]
+    script = f"import sys, mnemod.cli.main\nprint([m for m in {heavy!r} if m in sys.modules])\n"
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert out.stdout.strip() == "[]"

@@ -28,7 +28,7 @@ from daemon_proc import (
     unread,
 )
 from helpers import wait_until
-from mnemod.redisio.embedded import socket_path_for
+from mnemod.redisio.socket_path import socket_path_for
 
 FULL = os.environ.get("MNEMOD_TEST_SCALE") == "full"
 EVENTS = 10_000 if FULL else 2_000

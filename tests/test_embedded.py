@@ -17,12 +17,8 @@ from daemon_proc import alive
 from helpers import wait_until
 from mnemod.errors import RedisUnavailableError
 from mnemod.redisio.connection import connect
-from mnemod.redisio.embedded import (
-    DAEMON_CLIENT,
-    MAX_SOCKET_PATH,
-    EmbeddedRedis,
-    socket_path_for,
-)
+from mnemod.redisio.embedded import DAEMON_CLIENT, EmbeddedRedis
+from mnemod.redisio.socket_path import MAX_SOCKET_PATH, socket_path_for
 
 pytestmark = pytest.mark.process  # starts processes of its own
 

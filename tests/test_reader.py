@@ -165,3 +165,38 @@ def test_an_entry_not_as_mnemod_writes_it_sends_the_listing_to_a_full_read(
     paths.index.write_text(text[::-1].replace(stamp[::-1], stamp[:-5][::-1] + "Z", 1)[::-1])
     assert committed_rows(paths) is None  # the same time, written without milliseconds
     full_read(tmp_path).close()  # which the full read takes
+
+
+@pytest.mark.parametrize(
+    ("written", "edited"),
+    [
+        ('"importance":3', '"importance":"3"'),  # a number as text
+        ('"tokens":', '"extra":1,"tokens":'),  # a field mnemod does not write
+        ('"key":null', '"key":""'),  # an empty key label
+        ('"once":false', '"once":0'),
+        ('"tags":[]', '"tags":[1]'),
+        ('"content":"', '"content":"\\ud800'),  # a lone surrogate: not text
+    ],
+)
+def test_an_entry_after_the_first_edited_in_valid_json_sends_the_listing_to_a_full_read(
+    tmp_path: Path, written: str, edited: str
+) -> None:
+    """The listing checks every entry's bytes, not only the first entry's fields."""
+    store = busy_store(tmp_path, FixedClock(T0))
+    paths = store.engine.paths
+    store.close()
+    assert committed_rows(paths) is not None
+    head, last = paths.index.read_text().rsplit('{"id":', 1)
+    assert written in last
+    paths.index.write_text(head + '{"id":' + last.replace(written, edited, 1))
+    assert committed_rows(paths) is None
+
+
+def test_a_duplicate_id_sends_the_listing_to_a_full_read(tmp_path: Path) -> None:
+    store = busy_store(tmp_path, FixedClock(T0))
+    paths = store.engine.paths
+    store.close()
+    head, last = paths.index.read_text().rsplit('{"id":', 1)
+    entry = '{"id":' + last[: last.rindex("]}")]
+    paths.index.write_text(head + entry + "," + entry + "]}\n")
+    assert committed_rows(paths) is None

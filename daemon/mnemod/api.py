@@ -18,7 +18,7 @@ from typing import Any
 import structlog
 
 from mnemod.clock import Clock, clock_from_env
-from mnemod.config import Config, load_config
+from mnemod.config import Config, load_config, resolve_l1_dir
 from mnemod.domain.gc import GcReport
 from mnemod.domain.model import Entry
 from mnemod.domain.resolve import ResolveResult
@@ -139,7 +139,3 @@ def open_store(
     l1 = Path(l1_dir) if l1_dir is not None else resolve_l1_dir(settings, Path(data_dir))
     engine = Engine(paths, settings, clock or clock_from_env(), l1_dir=l1, actor=actor)
     return Store(engine)
-
-
-def resolve_l1_dir(config: Config, data_dir: Path) -> Path:
-    return Path(config.l1.dir) if config.l1.dir else data_dir / "l1"

@@ -402,6 +402,11 @@ def _validate(config: Config, tree: dict[str, dict[str, tuple[Any, str]]]) -> No
             check("schedule", key, False, str(exc))
 
 
+def resolve_l1_dir(config: Config, data_dir: Path) -> Path:
+    """The L1 folder: `l1.dir`, else `l1` in the data folder."""
+    return Path(config.l1.dir) if config.l1.dir else data_dir / "l1"
+
+
 def parse_schedule(spec: str) -> tuple[str, Any]:
     """`10m` → ("interval", timedelta); `cron: 0 3 * * *` → ("cron", "0 3 * * *")."""
     text = spec.strip()

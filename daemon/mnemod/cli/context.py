@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from mnemod.cli.progress import phase
 from mnemod.cli.terminal import for_stream
 from mnemod.clock import Clock, clock_from_env
-from mnemod.config import Config, load_config
+from mnemod.config import Config, load_config, resolve_l1_dir
 from mnemod.errors import InvalidInputError
 from mnemod.store.paths import (
     DEFAULT_NAMESPACE,
@@ -87,8 +87,6 @@ class Context:
 
     @property
     def l1_dir(self) -> Path:
-        from mnemod.api import resolve_l1_dir
-
         return resolve_l1_dir(self.config, self.data_dir)
 
     @contextmanager

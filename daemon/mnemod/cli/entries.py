@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import gc
 import json
+import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -234,14 +234,27 @@ def cmd_list(ctx: Context) -> int:
             l1 = L1Registry(ctx.l1_dir, ctx.config.limits)
             l1.reload_all()
             list_rows(ctx, l1.items(), quick)
-            # hidden from the collector, whose next pass would scan every row's objects
-            # (0.4 s at 100,000 rows) only to find them all alive
-            gc.freeze()
+            exit_keeping_rows()
             return 0
     with ctx.engine(write=False) as engine:
         found = engine.select(a.type, a.layer)
         list_rows(ctx, engine.l1_items(), [(e.to_dict(), engine.layer_of(e)) for e in found])
     return 0
+
+
+def exit_keeping_rows() -> None:
+    """End the process once the output is out, without freeing the rows one by one (0.09 s
+    at 100,000): the command is done, and the system takes back its memory at once. Returns
+    when the output cannot be flushed (a closed pipe), which is then reported as before."""
+    import logging
+
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        return
+    logging.shutdown()
+    os._exit(0)
 
 
 def list_rows(ctx: Context, l1: list[L1Item], entries: list[tuple[dict[str, Any], str]]) -> None:

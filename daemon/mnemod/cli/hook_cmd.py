@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from mnemod.errors import MnemodError
-from mnemod.redisio.rpc import MAX_BUDGET
 
 AGENTS = ("claude-code",)
 DEFAULT_DEADLINE = 5.0
@@ -32,6 +31,8 @@ def is_agent_hook(argv: Sequence[str]) -> bool:
 
 # ---- options ------------------------------------------------------------------------------------
 def _budget(text: str) -> int:
+    from mnemod.redisio.rpc import MAX_BUDGET  # with redis: not for every command's parser
+
     try:
         value = int(text)
     except ValueError:

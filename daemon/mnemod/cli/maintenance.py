@@ -11,8 +11,6 @@ from typing import TYPE_CHECKING, Any
 from mnemod.cli.context import Context
 from mnemod.cli.progress import counting, phase
 from mnemod.cli.remote import mutate
-from mnemod.domain.dedup import judged_pairs
-from mnemod.domain.merge import MergeKind, decide_merge, older_first
 from mnemod.domain.model import Entry
 from mnemod.errors import InvalidInputError
 from mnemod.files.journal import read_jsonl, story
@@ -187,6 +185,9 @@ def cmd_dedupe(ctx: Context) -> int:
     """Every candidate pair and what would happen to it: its score against the threshold,
     the step that refuses it (the Jaccard floor, the score, a guard), and for a merge how
     the two texts would merge (domain.merge.decide_merge)."""
+    from mnemod.domain.dedup import judged_pairs  # loaded for this command alone
+    from mnemod.domain.merge import MergeKind, decide_merge, older_first
+
     threshold = ctx.args.threshold
     floor = ctx.config.dedup.floor
     if threshold is None:

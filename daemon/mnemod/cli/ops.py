@@ -6,31 +6,21 @@ import argparse
 import json
 import os
 from dataclasses import dataclass
-from datetime import timedelta
-from typing import Any
-
-import redis
+from typing import TYPE_CHECKING, Any
 
 from mnemod.cli.context import Context
-from mnemod.cli.remote import FRESH, connect_quietly, heartbeat_age, is_running, redis_url
+from mnemod.cli.remote import connect_quietly, redis_url
 from mnemod.config import config_as_tree, redact_url
 from mnemod.errors import MnemodError
 from mnemod.files.change_log import ChangeLog
 from mnemod.files.l1_files import L1Registry
 from mnemod.files.l2_markdown import L2Folder
 from mnemod.files.l3_store import load_index
-from mnemod.processes import describe_owner, owner_is_gone
-from mnemod.redisio.change_feed import ChangeFeed
-from mnemod.redisio.connection import check_version, connect, memory_used
-from mnemod.redisio.dead_letters import dead_letter_count
-from mnemod.redisio.embedded import socket_path_for
-from mnemod.redisio.hot_layer import HotLayer
-from mnemod.redisio.keys import Keys
-from mnemod.redisio.lease import lease_holder
-from mnemod.redisio.status_hash import read_status
-from mnemod.redisio.streams import EventStream
 from mnemod.store.paths import NamespacePaths, list_namespaces
 from mnemod.store.reader import read_head
+
+if TYPE_CHECKING:  # the Redis side loads once there is a Redis to ask (cli.daemon_state)
+    import redis
 
 DEAD_LETTER_WARN = 1
 PENDING_WARN = 10_000
@@ -93,6 +83,8 @@ def cmd_status(ctx: Context) -> int:
     client = connect_quietly(ctx)
     report: dict[str, Any] = {"data_dir": str(ctx.data_dir), "redis": redact_url(redis_url(ctx))}
     if client is not None:
+        from mnemod.redisio.connection import memory_used
+
         report["redis_memory"] = memory_used(client)
     else:
         report["redis_memory"] = None
@@ -120,46 +112,10 @@ def _namespace_status(ctx: Context, namespace: str, client: redis.Redis | None) 
     if client is None:
         info["daemon"] = "not running (Redis unreachable)"
         return info
-    keys = Keys(ctx.config.redis.prefix, namespace)
-    status = read_status(client, keys)
-    running = is_running(status)
-    info["daemon"] = (
-        "running" if running else f"not running (last heartbeat {status.get('heartbeat', 'never')})"
-    )
-    info["leader"] = lease_holder(client, keys)
-    info["led_by"] = describe_owner(info["leader"]) if info["leader"] else None
-    hot = HotLayer(client, keys)
-    info["hot"] = hot.count("l3")
-    info["l1"] = hot.count("l1")
-    info["l2"] = hot.count("l2")
-    info.update(_replication(client, keys))
-    info["pending"] = EventStream(client, keys).pending()
-    info["dead_letters"] = dead_letter_count(client, keys)
-    for field in ("pid", "version", "started_at", "heartbeat", "last_event_id"):
-        info[field] = status.get(field)
-    for field in ("counts", "jobs", "l1_problems", "waiting"):
-        info[field] = json.loads(status[field]) if status.get(field) else None
+    from mnemod.cli.daemon_state import daemon_status
+
+    info.update(daemon_status(ctx, namespace, client))
     return info
-
-
-def _replication(client: redis.Redis, keys: Keys) -> dict[str, Any]:
-    """The namespace's committed position and each live follower's: how far it applied,
-    how far behind it is, and how long ago it said so."""
-    feed = ChangeFeed(client, keys, owner="")
-    committed = feed.committed()
-    live, _ = feed.followers()
-    seq = committed.seq if committed is not None else None
-    return {
-        "committed_seq": seq,
-        "followers": {
-            name: {
-                "applied": applied,
-                "behind": max(0, seq - applied) if seq is not None else None,
-                "seen_s_ago": ago,
-            }
-            for name, (applied, ago) in sorted(live.items())
-        },
-    }
 
 
 def _status_text(report: dict[str, Any]) -> str:
@@ -209,13 +165,15 @@ def run_checks(ctx: Context) -> list[Check]:
     namespaces = served_namespaces(ctx)
     for namespace in namespaces:
         checks.extend(_named(namespaces, namespace, _check_files(ctx, namespace)))
-    client, redis_check = _check_redis(ctx)
+    from mnemod.cli.daemon_state import check_redis, daemon_checks
+
+    client, redis_check = check_redis(ctx)
     checks.append(redis_check)
     if client is None:
         checks.append(Check("daemon", "fail", "cannot be checked: Redis unreachable"))
         return checks
     for namespace in namespaces:
-        checks.extend(_named(namespaces, namespace, _daemon_checks(ctx, namespace, client)))
+        checks.extend(_named(namespaces, namespace, daemon_checks(ctx, namespace, client)))
     client.close()
     return checks
 
@@ -236,33 +194,6 @@ def _named(namespaces: list[str], namespace: str, checks: list[Check]) -> list[C
     if len(namespaces) == 1:
         return checks
     return [Check(c.name, c.state, f"{namespace}: {c.detail}") for c in checks]
-
-
-def _daemon_checks(ctx: Context, namespace: str, client: redis.Redis) -> list[Check]:
-    keys = Keys(ctx.config.redis.prefix, namespace)
-    status = read_status(client, keys)
-    checks = [_check_heartbeat(namespace, status)]
-    waiting = json.loads(status["waiting"]) if status.get("waiting") else {}
-    detail = "; ".join(f"{name}: {why}" for name, why in sorted(waiting.items()))
-    checks.append(Check("derived", "warn" if waiting else "ok", detail or "up to date"))
-    holder = lease_holder(client, keys)
-    if holder is None:
-        checks.append(Check("leader", "fail", f"no daemon holds namespace {namespace!r}"))
-    else:
-        checks.append(Check("leader", "ok", str(holder)))
-    dead = dead_letter_count(client, keys)
-    checks.append(
-        Check(
-            "dead-letter",
-            "warn" if dead >= DEAD_LETTER_WARN else "ok",
-            f"{dead} event(s) in {keys.dead}",
-        )
-    )
-    pending = EventStream(client, keys).pending()
-    checks.append(
-        Check("backlog", "warn" if pending >= PENDING_WARN else "ok", f"{pending} pending event(s)")
-    )
-    return checks
 
 
 def _check_data_dir(ctx: Context) -> Check:
@@ -319,37 +250,3 @@ def _check_files(ctx: Context, namespace: str) -> list[Check]:
         )
     )
     return checks
-
-
-def _check_redis(ctx: Context) -> tuple[redis.Redis | None, Check]:
-    url = redis_url(ctx)
-    if not ctx.config.redis.url and not socket_path_for(ctx.data_dir / "redis").exists():
-        detail = f"{redact_url(url)}: unreachable (the embedded server is not running)"
-        return None, Check("redis", "fail", detail)
-    client = connect(url, socket_timeout=2.0)
-    try:
-        version = check_version(client, url)  # its message names the cause (NOPERM, TLS...)
-    except MnemodError as exc:
-        client.close()
-        return None, Check("redis", "fail", str(exc))
-    return client, Check("redis", "ok", f"{redact_url(url)}: Redis {'.'.join(map(str, version))}")
-
-
-def _check_heartbeat(namespace: str, status: dict[str, str]) -> Check:
-    age = heartbeat_age(status)
-    if age is None:
-        return Check("daemon", "fail", f"no daemon has run for namespace {namespace!r}")
-    pid = status.get("pid", "")
-    if owner_is_gone(status.get("owner", "")):
-        return Check("daemon", "fail", f"daemon process {pid} is gone (crashed or killed)")
-    if age > FRESH or status.get("state") != "running":
-        return Check(
-            "daemon",
-            "fail",
-            f"heartbeat {int(age.total_seconds())} s old, state {status.get('state')}",
-        )
-    return Check("daemon", "ok", f"pid {status.get('pid')}, heartbeat {_seconds(age)} ago")
-
-
-def _seconds(age: timedelta) -> str:
-    return f"{age.total_seconds():.1f} s"

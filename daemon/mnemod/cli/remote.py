@@ -2,6 +2,9 @@
 
 While a daemon owns a namespace, its files are not the CLI's to write: mutating commands
 go through the event stream, exactly as an agent's would (through `mnemod.client`).
+
+redis and the client load when a command first talks to Redis: reading the files alone
+(`stats`, `list`, `get`) does not pay for importing them (0.13 s of CPU).
 """
 
 from __future__ import annotations
@@ -10,18 +13,17 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-import redis
-
 from mnemod.cli.context import Context
 from mnemod.cli.progress import phase
-from mnemod.client import Client
 from mnemod.clock import parse_time, utcnow
 from mnemod.config import parse_schedule
 from mnemod.errors import LockedError
-from mnemod.redisio.connection import connect
-from mnemod.redisio.embedded import socket_path_for
+from mnemod.redisio.socket_path import socket_path_for
 
 if TYPE_CHECKING:
+    import redis
+
+    from mnemod.client import Client
     from mnemod.store.engine import Engine
 
 FRESH = timedelta(seconds=30)  # a heartbeat older than this means no daemon is running
@@ -37,6 +39,10 @@ def connect_quietly(ctx: Context, socket_timeout: float = 2.0) -> redis.Redis | 
     """A client of the daemon's Redis, or None when nothing answers there."""
     if not ctx.config.redis.url and not socket_path_for(ctx.data_dir / "redis").exists():
         return None  # the embedded server is not running
+    import redis
+
+    from mnemod.redisio.connection import connect
+
     client = connect(redis_url(ctx), socket_timeout=socket_timeout)
     try:
         client.ping()
@@ -62,6 +68,8 @@ def running_daemon(ctx: Context, socket_timeout: float = 5.0) -> Client | None:
     if probe is None:
         return None
     probe.close()
+    from mnemod.client import Client
+
     client = Client(
         redis_url(ctx), ctx.namespace, ctx.config.redis.prefix, socket_timeout=socket_timeout
     )

@@ -11,7 +11,6 @@ from typing import Any
 from mnemod.cli.context import Context
 from mnemod.cli.remote import running_daemon
 from mnemod.errors import InvalidInputError, LockedError, MnemodError
-from mnemod.redisio.rpc import result_payload
 
 
 def register(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -50,6 +49,8 @@ def resolve_payload(
             result = engine.resolve(
                 prompt, budget, session=session, trace=trace, record_access=False
             )
+    from mnemod.redisio.rpc import result_payload  # with redis: not for every command's parser
+
     return result_payload(result, trace)
 
 

@@ -16,7 +16,6 @@ from collections.abc import Callable
 from types import FrameType
 from typing import TYPE_CHECKING, Any, NoReturn
 
-import redis
 import structlog
 
 from mnemod.cli.context import Context
@@ -144,6 +143,8 @@ def _exit_now(daemon: Daemon) -> NoReturn:
     """Exit without the drain, but not leaving the embedded redis-server behind (unless the
     daemon of another namespace uses it): its SHUTDOWN flushes the queued events to its
     append-only file, where the next start finds them."""
+    import redis  # loaded by the daemon long before: not for every command's parser
+
     embedded = daemon.embedded
     if embedded is not None:
         try:

@@ -16,12 +16,10 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import os
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -35,11 +33,9 @@ from redis.retry import Retry
 from mnemod.errors import RedisUnavailableError
 from mnemod.files.atomic import atomic_write_text, make_dirs
 from mnemod.processes import pid_alive
+from mnemod.redisio.socket_path import socket_path_for
 
 log = structlog.get_logger("mnemod.redis")
-
-MAX_SOCKET_PATH = 103
-"""sun_path holds 108 bytes on Linux and 104 on macOS, both with a trailing NUL."""
 
 DAEMON_CLIENT = "mnemod-daemon:"
 """The start of the client name a daemon connects under (CLIENT SETNAME): a server that one
@@ -325,15 +321,6 @@ class EmbeddedRedis:
                 return False
             return True
         return _poll(lambda: not pid_alive(pid), timeout)
-
-
-def socket_path_for(folder: Path) -> Path:
-    """`<folder>/redis.sock`, or a short per-folder path in the temp dir when that is too long."""
-    preferred = Path(folder).absolute() / "redis.sock"
-    if len(os.fsencode(preferred)) <= MAX_SOCKET_PATH:
-        return preferred
-    digest = hashlib.sha256(os.fsencode(Path(folder).absolute())).hexdigest()[:16]
-    return Path(tempfile.gettempdir()) / f"mnemod-{digest}.sock"
 
 
 def _quoted(path: Path) -> str:
