@@ -115,8 +115,14 @@ class SizeClass:
         least `needed` (≥ 1) of `mine`, whose postings here are `held`: the slots counted
         in enough of them (`bitsets.held_by`: the bitmaps counted first, then the short
         arrays)."""
-        bitmaps = [h for h in held if isinstance(h, int)]
-        slots = held_by(bitmaps, [h for h in held if not isinstance(h, int)], needed)
+        bitmaps: list[int] = []
+        arrays: list[array[int]] = []
+        for each in held:
+            if isinstance(each, int):
+                bitmaps.append(each)
+            else:
+                arrays.append(each)
+        slots = held_by(bitmaps, arrays, needed)
         ids, words = self.ids, self.words
         for slot in slots:
             listed = words[slot]
