@@ -102,7 +102,7 @@ def test_a_size_class_holds_each_words_slots(rng: random.Random, dense: int) -> 
             home.remove(slot)
             del holders[slot]
         for word in vocabulary:
-            posted = home.postings.get(word, array("I"))
+            posted = home.slots(word) or array("I")
             slots = members(posted) if isinstance(posted, int) else sorted(posted)
             assert slots == sorted(s for s, held in holders.items() if word in held)
     assert len(home) == len(holders)

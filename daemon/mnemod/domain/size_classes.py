@@ -24,7 +24,11 @@ from typing import TypeAlias
 
 from mnemod.domain.bitsets import from_members, held_by, members
 
-DENSE_SHARE = 64  # a word held by 1 in this many of a class keeps its slots as a bitmap
+# a word held by 1 in this many of a class keeps its slots as a bitmap (at most 32 bytes a
+# holder): the short arrays are what a lookup turns into bitmaps one slot at a time, its
+# dearest part (1.3 times faster than at 1 in 64 for GC's plan and 1.25 for the dedup
+# lookup at 100,000 memories)
+DENSE_SHARE = 256
 SLOT_BITS = 32  # an entry's place: its class's number above these bits, its slot below
 SLOT_MASK = (1 << SLOT_BITS) - 1
 SLACK = 1e-9  # the floor is met within float rounding (the caller checks it exactly)
@@ -34,16 +38,29 @@ Passing = list[tuple[str, tuple[str, ...], int]]  # id, its distinct words, word
 
 
 class SizeClass:
-    """The entries of one type whose keyword sets have one size, by slot."""
+    """The entries of one type whose keyword sets have one size (`size`), by slot. Its
+    postings are kept in the type's word map (`by_word`: word -> size -> slots), shared
+    with the type's other classes, so that a lookup reads each of its words' map once
+    for all the classes it visits, where a map per class was read (from memory, cold)
+    once per class."""
 
-    __slots__ = ("dense_share", "free", "ids", "postings", "words")
+    __slots__ = ("by_word", "dense_share", "free", "ids", "size", "words")
 
-    def __init__(self, dense_share: int = DENSE_SHARE) -> None:
-        self.dense_share = dense_share
+    def __init__(
+        self,
+        dense_share: int = DENSE_SHARE,
+        size: int = 0,
+        by_word: dict[str, dict[int, Slots]] | None = None,
+    ) -> None:
+        self.dense_share, self.size = dense_share, size
+        self.by_word: dict[str, dict[int, Slots]] = {} if by_word is None else by_word
         self.ids: list[str] = []  # by slot; "" for a free one
         self.words: list[tuple[str, ...]] = []  # by slot; () for a free one
         self.free: list[int] = []  # a heap: the lowest free slot is taken first
-        self.postings: dict[str, Slots] = {}
+
+    def slots(self, word: str) -> Slots | None:
+        """The postings of `word` in this class (None: no entry of it holds the word)."""
+        return self.by_word.get(word, {}).get(self.size)
 
     def add(self, entry_id: str, words: tuple[str, ...]) -> int:
         if self.free:
@@ -53,15 +70,18 @@ class SizeClass:
             slot = len(self.ids)
             self.ids.append(entry_id)
             self.words.append(words)
-        postings, dense_from = self.postings, len(self.ids) // self.dense_share
+        by_word, size, dense_from = self.by_word, self.size, len(self.ids) // self.dense_share
         for word in words:
-            held = postings.get(word)
+            postings = by_word.get(word)
+            if postings is None:
+                postings = by_word[word] = {}
+            held = postings.get(size)
             if held is None:
-                postings[word] = array("I", (slot,))
+                postings[size] = array("I", (slot,))
             elif isinstance(held, int):
-                postings[word] = held | 1 << slot
+                postings[size] = held | 1 << slot
             elif len(held) >= dense_from:
-                postings[word] = from_members(held) | 1 << slot
+                postings[size] = from_members(held) | 1 << slot
             else:
                 held.append(slot)
         return slot
@@ -70,31 +90,39 @@ class SizeClass:
         words = self.words[slot]
         self.ids[slot], self.words[slot] = "", ()
         heapq.heappush(self.free, slot)
-        postings, sparse_below = self.postings, len(self.ids) // (2 * self.dense_share)
+        by_word, size = self.by_word, self.size
+        sparse_below = len(self.ids) // (2 * self.dense_share)
         for word in words:
-            held = postings[word]
+            postings = by_word[word]
+            held = postings[size]
             if isinstance(held, int):
                 held ^= 1 << slot
                 if not held:
-                    del postings[word]
+                    del postings[size]
                 elif held.bit_count() < sparse_below:
-                    postings[word] = array("I", members(held))
+                    postings[size] = array("I", members(held))
                 else:
-                    postings[word] = held
+                    postings[size] = held
             else:
                 held.remove(slot)  # a short array: a small share of the class
                 if not held:
-                    del postings[word]
+                    del postings[size]
+            if not postings:
+                del by_word[word]
 
-    def sharing(self, mine: frozenset[str], needed: int, out: Passing) -> None:
+    def sharing(self, mine: frozenset[str], held: list[Slots], needed: int, out: Passing) -> None:
         """Append to `out` (id, distinct words, words shared) of each entry sharing at
-        least `needed` (≥ 1) of `mine`: the slots counted in enough of the words' bitmaps
-        (`bitsets.held_by`: the bitmaps counted first, then the short arrays)."""
-        held = [h for h in map(self.postings.get, mine) if h is not None]
-        if len(held) < needed:
-            return
-        bitmaps = [h for h in held if isinstance(h, int)]
-        slots = held_by(bitmaps, [h for h in held if not isinstance(h, int)], needed)
+        least `needed` (≥ 1) of `mine`, whose postings here are `held`: the slots counted
+        in enough of them (`bitsets.held_by`: the bitmaps counted first, then the short
+        arrays)."""
+        bitmaps: list[int] = []
+        arrays: list[array[int]] = []
+        for each in held:
+            if isinstance(each, int):
+                bitmaps.append(each)
+            else:
+                arrays.append(each)
+        slots = held_by(bitmaps, arrays, needed)
         ids, words = self.ids, self.words
         for slot in slots:
             listed = words[slot]
@@ -104,18 +132,18 @@ class SizeClass:
         return len(self.ids) - len(self.free)
 
 
-# GC's classes: a plan from scratch reads every entry's classes, so more of the words are
-# bitmaps (at most 32 bytes a holder): 1.3 times faster than at 1 in 64 at 100,000 memories
-GC_DENSE_SHARE = 256
+GC_DENSE_SHARE = DENSE_SHARE  # GC's classes (domain.similar_pairs)
 
 
 class SizeClasses:
     """Every indexed entry's distinct keywords, in the class of its type and size."""
 
-    def __init__(self, dense_share: int = GC_DENSE_SHARE) -> None:
+    def __init__(self, dense_share: int = DENSE_SHARE) -> None:
         self.dense_share = dense_share
         self._classes: dict[tuple[str, int], int] = {}  # (type, set size) -> class number
         self._homes: list[tuple[str, SizeClass]] = []  # the classes (and their type) by number
+        # by type: word -> set size -> the word's postings in that class (SizeClass)
+        self._by_word: dict[str, dict[str, dict[int, Slots]]] = {}
         # id -> its class's number << SLOT_BITS | its slot: one int, where a tuple of the two
         # took 64 bytes more an entry
         self._placed: dict[str, int] = {}
@@ -128,7 +156,8 @@ class SizeClasses:
         number = self._classes.get((kind, len(words)))
         if number is None:
             number = self._classes[(kind, len(words))] = len(self._homes)
-            self._homes.append((kind, SizeClass(self.dense_share)))
+            by_word = self._by_word.setdefault(kind, {})
+            self._homes.append((kind, SizeClass(self.dense_share, len(words), by_word)))
         self._placed[entry_id] = number << SLOT_BITS | self._homes[number][1].add(entry_id, words)
 
     def discard(self, entry_id: str) -> tuple[str, tuple[str, ...]] | None:
@@ -149,11 +178,17 @@ class SizeClasses:
         plain Jaccard with `mine` reaches `floor` (within SLACK); with `no_larger`, only
         those with no more words than `mine`."""
         out: Passing = []
+        by_word = self._by_word.get(kind)
+        if by_word is None:
+            return out
+        spread = [p for p in map(by_word.get, mine) if p is not None]  # each word's postings
         classes, homes = self._classes, self._homes
         for m, needed in needed_shared(len(mine), floor, no_larger):
-            number = classes.get((kind, m))
-            if number is not None:
-                homes[number][1].sharing(mine, needed, out)
+            if len(spread) < needed:
+                break  # `needed` grows with m
+            held = [h for p in spread if (h := p.get(m)) is not None]
+            if len(held) >= needed:
+                homes[classes[(kind, m)]][1].sharing(mine, held, needed, out)
         return out
 
 
