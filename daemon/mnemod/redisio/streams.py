@@ -1,10 +1,11 @@
-"""The events and rpc streams of one namespace: appending to them (agents), reading,
-acknowledging and trimming them (the daemon's consumer group), and what is still pending
-(the CLI, the hook, `wait_applied`). The writer decides when; this speaks Redis."""
+"""The events and rpc streams of one namespace: appending to them (agents), reading and
+trimming them (the daemon's consumer group, whose acknowledgements of events go with a
+batch's hot-layer write: redisio.changes), and what is still pending (the CLI, the hook,
+`wait_applied`). The writer decides when; this speaks Redis."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, cast
 
 import redis
@@ -12,8 +13,6 @@ import redis
 from mnemod.redisio.connection import is_cluster
 from mnemod.redisio.events import stream_id_key
 from mnemod.redisio.keys import GROUP, Keys
-
-ACK_CHUNK = 1000  # ids per XACK
 
 Batches = list[tuple[str, list[tuple[str, dict[str, str]]]]]
 """What XREADGROUP returns: per stream, its entries as (id, fields)."""
@@ -95,13 +94,6 @@ class EventStream:
                 raise
             raise GroupMissingError(str(exc)[:80]) from exc
         return cast(Batches, replies or [])
-
-    def acknowledge(self, events: Sequence[str]) -> None:
-        """XACK `events` of the events stream, in one round trip."""
-        pipe = self.client.pipeline(transaction=False)
-        for start in range(0, len(events), ACK_CHUNK):
-            pipe.xack(self.keys.events, GROUP, *events[start : start + ACK_CHUNK])
-        pipe.execute()
 
     def pending(self) -> int:
         """Events delivered to the group and not acknowledged yet (0 with no group)."""
