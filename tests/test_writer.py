@@ -472,3 +472,26 @@ def test_an_index_written_in_pieces_reads_back_whole(tmp_path: Path) -> None:
     store.close()
     entries = load_index(NamespacePaths(tmp_path, "default").index).entries
     assert [e.to_dict() for e in entries] == written
+
+
+def test_an_entry_or_update_the_engine_refuses_is_dead_lettered_naming_its_event(
+    writer: Writer, redis_client: RedisClient
+) -> None:
+    """The writer reads an add's entry and an update's fields, the engine checks them as it
+    applies them (once, where both did): the dead letter names the event as before."""
+    good = redis_client.xadd(KEYS.events, {"op": "add", "data": '{"content": "kept", "key": "k"}'})
+    bad_add = redis_client.xadd(
+        KEYS.events, {"op": "add", "data": '{"content": "x", "type": "nope"}'}
+    )
+    bad_update = redis_client.xadd(
+        KEYS.events, {"op": "update", "data": '{"id": "k", "importance": 9}'}
+    )
+    take_events(writer)
+    writer.commit(force=True)
+    dead = {f["event_id"]: f["error"] for _, f in redis_client.xrange(KEYS.dead)}
+    assert dead[bad_add].startswith(f"event {bad_add}: type: unknown type 'nope'")
+    assert dead[bad_update] == f"event {bad_update}: importance: must be an integer from 1 to 5"
+    assert good not in dead
+    assert on_disk(writer) == ["kept"]
+    assert writer.engine.get("k").importance == 3
+    assert pending(redis_client) == 0

@@ -32,7 +32,7 @@ from mnemod.errors import InvalidInputError, NotFoundError
 from mnemod.redisio.changes import BatchEnd
 from mnemod.redisio.connection import REDIS_FAILURES
 from mnemod.redisio.dead_letters import dead_letter
-from mnemod.redisio.events import Event, is_applied, parse_event
+from mnemod.redisio.events import Event, is_applied, located, parse_event
 from mnemod.redisio.keys import Keys
 from mnemod.redisio.streams import Batches, EventStream, GroupMissingError
 from mnemod.runtime import bookkeeping, maintenance
@@ -259,7 +259,10 @@ class Writer:
         try:
             event = parse_event(event_id, raw, self.config)
             self.apply(event)
-        except (InvalidInputError, NotFoundError) as exc:
+        except InvalidInputError as exc:
+            self.dead_letter(event_id, raw, str(located(exc, event_id)))
+            result.dead += 1
+        except NotFoundError as exc:
             self.dead_letter(event_id, raw, str(exc))
             result.dead += 1
         else:
