@@ -81,19 +81,35 @@ class EventStream:
     ) -> Batches:
         """XREADGROUP from each stream of `start` (its id, or `>` for new entries), waiting
         up to `block` ms (None: not at all). GroupMissingError when the group is gone."""
-        try:
-            replies = self.client.xreadgroup(
-                GROUP,
-                consumer,
-                dict(start),  # type: ignore[arg-type]
-                count=count,
-                block=block,
+        return self.read_after(consumer, start, count, block, None)[0]
+
+    def read_after(
+        self,
+        consumer: str,
+        start: Mapping[str, str],
+        count: int,
+        block: int | None,
+        after: str | None,
+    ) -> tuple[Batches, str | None]:
+        """`read`, and with `after` (an event id) in the same round trip: the first event
+        after it in `consumer`'s pending list once read (None when none is). Unless it is
+        the read's first, another process under that name read it meanwhile. The XPENDING
+        waits behind the blocked read on the connection, so it sees what the read took."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.xreadgroup(GROUP, consumer, dict(start), count=count, block=block)  # type: ignore[arg-type]
+        if after is not None:
+            pipe.xpending_range(
+                self.keys.events, GROUP, min=f"({after}", max="+", count=1, consumername=consumer
             )
+        try:
+            replies = pipe.execute()
         except redis.ResponseError as exc:
             if not str(exc).startswith(("NOGROUP", "UNBLOCKED")):
                 raise
             raise GroupMissingError(str(exc)[:80]) from exc
-        return cast(Batches, replies or [])
+        batches = cast(Batches, replies[0] or [])
+        found = cast(list[dict[str, Any]], replies[1]) if after is not None else []
+        return batches, (str(found[0]["message_id"]) if found else None)
 
     def pending(self) -> int:
         """Events delivered to the group and not acknowledged yet (0 with no group)."""
@@ -136,19 +152,6 @@ class EventStream:
             raise
         messages = cast(list[tuple[str, dict[str, str] | None]], reply[1] if reply else [])
         return [(message_id, fields) for message_id, fields in messages if fields is not None]
-
-    def delivered_between(self, consumer: str, after: str, before: str) -> bool:
-        """Whether an event between the ids `after` and `before` (both excluded) waits in
-        `consumer`'s pending list: another process under that name read it meanwhile."""
-        found = self.client.xpending_range(
-            self.keys.events,
-            GROUP,
-            min=f"({after}",
-            max=f"({before}",
-            count=1,
-            consumername=consumer,
-        )
-        return bool(found)
 
     # ---- what is still waiting -----------------------------------------------------------
     def acknowledged(self, event_id: str) -> bool:

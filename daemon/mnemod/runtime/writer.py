@@ -32,7 +32,7 @@ from mnemod.errors import InvalidInputError, NotFoundError
 from mnemod.redisio.changes import BatchEnd
 from mnemod.redisio.connection import REDIS_FAILURES
 from mnemod.redisio.dead_letters import dead_letter
-from mnemod.redisio.events import Event, is_applied, located, parse_event
+from mnemod.redisio.events import Event, is_applied, located, parse_event, stream_id_key
 from mnemod.redisio.keys import Keys
 from mnemod.redisio.streams import Batches, EventStream, GroupMissingError
 from mnemod.runtime import bookkeeping, maintenance
@@ -152,13 +152,16 @@ class Writer:
         if (self._checkpoint is not None or self.commits.failing) and wait is not None:
             wait = min(SAVE_POLL_MS if self._checkpoint is not None else 100, wait)
         try:
-            batches = self.stream.read(CONSUMER, streams, self.batch.count, wait)
+            after = self.last_read if streams.get(self.keys.events) == ">" else None
+            batches, taken = self.stream.read_after(
+                CONSUMER, streams, self.batch.count, wait, after
+            )
         except GroupMissingError as exc:
             log.warning("events.group_missing", stream=self.keys.events, error=str(exc))
             self.ensure_groups()
             self.groups_recreated = True  # Redis may have lost its data: the daemon checks
             return BatchResult()
-        batches = self._in_order(streams, batches)
+        batches = self._in_order(streams, batches, taken)
         began = maintenance.started()
         read_at = self.clock.monotonic()
         result = BatchResult()
@@ -205,20 +208,21 @@ class Writer:
         maintenance.note_stall("step", began)
         return result
 
-    def _in_order(self, streams: dict[str, str], batches: Batches) -> Batches:
+    def _in_order(self, streams: dict[str, str], batches: Batches, taken: str | None) -> Batches:
         """New events read after some that another process took under this consumer name
         since this writer's last read (a leader whose lease lapsed while it ran, reading on
-        as the next one took over): this read's events are left to the next step, which
-        reads the pending list from the last one read, the taken ones first, in order.
-        Applied after later ones, they would be skipped as applied: lost."""
+        as the next one took over; `taken`: the first event after the last read pending for
+        this name, read with the batch): this read's events are left to the next step,
+        which reads the pending list from the last one read, the taken ones first, in
+        order. Applied after later ones, they would be skipped as applied: lost."""
         events = self.keys.events
-        if streams.get(events) != ">":
+        if streams.get(events) != ">" or taken is None:
             return batches
         for stream, messages in batches:
             if stream != events or not messages:
                 continue
             first = messages[0][0]
-            if not self.stream.delivered_between(CONSUMER, self.last_read, first):
+            if stream_id_key(taken) >= stream_id_key(first):
                 return batches
             log.warning("events.taken_meanwhile", after=self.last_read, before=first)
             self.read_from[events] = self.last_read
