@@ -495,3 +495,18 @@ def test_an_entry_or_update_the_engine_refuses_is_dead_lettered_naming_its_event
     assert on_disk(writer) == ["kept"]
     assert writer.engine.get("k").importance == 3
     assert pending(redis_client) == 0
+
+
+def test_a_read_after_redis_lost_its_data_makes_the_groups_again(
+    writer: Writer, redis_client: RedisClient
+) -> None:
+    """The read and its pending check go in one pipeline, whose errors redis-py prefixes:
+    NOGROUP is still told from other errors, and the groups are made again."""
+    redis_client.flushall()
+    assert writer.step(0).applied == 0
+    assert writer.groups_recreated
+    redis_client.xadd(KEYS.events, {"op": "add", "data": '{"content": "after the loss"}'})
+    take_events(writer)
+    writer.commit(force=True)
+    assert on_disk(writer) == ["after the loss"]
+    assert pending(redis_client) == 0

@@ -101,12 +101,12 @@ class EventStream:
             pipe.xpending_range(
                 self.keys.events, GROUP, min=f"({after}", max="+", count=1, consumername=consumer
             )
-        try:
-            replies = pipe.execute()
-        except redis.ResponseError as exc:
-            if not str(exc).startswith(("NOGROUP", "UNBLOCKED")):
-                raise
-            raise GroupMissingError(str(exc)[:80]) from exc
+        replies = pipe.execute(raise_on_error=False)  # a raised one is prefixed by redis-py
+        for reply in replies:
+            if isinstance(reply, redis.ResponseError):
+                if not str(reply).startswith(("NOGROUP", "UNBLOCKED")):
+                    raise reply
+                raise GroupMissingError(str(reply)[:80]) from reply
         batches = cast(Batches, replies[0] or [])
         found = cast(list[dict[str, Any]], replies[1]) if after is not None else []
         return batches, (str(found[0]["message_id"]) if found else None)
