@@ -4,11 +4,11 @@ acknowledging its events, which the batch's record made durable.
 
 Both go to Redis in the script that writes the batch's hot layer (redisio.hot_batch), after
 its writes, or in a script of their own when the batch changed nothing hot: one round trip
-where the write, a PUBLISH script and an XACK were three, each before an agent saw its item
-(about 11 ms of the 25 ms between a one-event batch's commit and its acknowledgement).
-Atomic with the write: a subscriber told of a change finds it, and an acknowledged event's
-item is there. The script runs where the namespace's slot is (it names the events stream
-as a key), and a cluster delivers its PUBLISHes to the subscribers of every node.
+where the write, a PUBLISH script and an XACK were three, each before an agent saw its
+event acknowledged. Atomic with the write: a subscriber told of a change finds it, and an
+acknowledged event's item is there. The script runs where the namespace's slot is (it
+names the events stream as a key), and a cluster delivers its PUBLISHes to the
+subscribers of every node.
 """
 
 from __future__ import annotations
