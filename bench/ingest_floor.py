@@ -15,7 +15,9 @@ and p99 in ms.
 
 XADD→visible (`--visible` adds at `--visible-rate`/s by one agent, as in bench/scale.py):
 the daemon's XADD→hash in the hot layer and XADD→acknowledged, beside the floor loop's
-XADD→acknowledged, p50/p99 in ms. Each runs as the machine is (its load average printed)
+XADD→acknowledged, p50/p99 in ms, and each one's CPU ms an event meanwhile (batches of
+one or a few: what a batch costs besides its events, which other work on the machine
+turns into latency). Each runs as the machine is (its load average printed)
 and with `--hogs` processes spinning on the CPU beside it, so what the machine's other work
 adds to the latency is told apart from what the daemon's own work does.
 
@@ -148,7 +150,10 @@ def floor_visible(folder: Path, source: Iterator[str], count: int, rate: float,
         loop = context.Process(target=_floor_loop, args=(url, batch, folder / "floor.jsonl", stop))
         loop.start()
         try:
+            assert loop.pid is not None
+            cpu = scale.cpu_seconds(loop.pid)
             row = scale.xadd_visible(url, source, count, rate, wait_visible=False)
+            row["cpu_ms_per_event"] = round(1000 * (scale.cpu_seconds(loop.pid) - cpu) / count, 3)
         finally:
             stop.set()
             loop.join(timeout=30)
@@ -159,11 +164,17 @@ def floor_visible(folder: Path, source: Iterator[str], count: int, rate: float,
 
 def daemon_visible(folder: Path, source: Iterator[str], count: int,
                    rate: float) -> dict[str, Any]:  # fmt: skip
-    """XADD→visible and →acknowledged of `mnemod run` on an empty store."""
+    """XADD→visible and →acknowledged of `mnemod run` on an empty store, and the
+    daemon's CPU an event meanwhile (a batch of one, or a few, at this rate)."""
     folder.mkdir()
     with scale.daemon(folder) as running:
         running.warmed(60.0)
-        return scale.xadd_visible(running.url, source, count, rate)
+        cpu = scale.cpu_seconds(running.proc.pid)
+        row = scale.xadd_visible(running.url, source, count, rate)
+        row["cpu_ms_per_event"] = round(
+            1000 * (scale.cpu_seconds(running.proc.pid) - cpu) / count, 3
+        )
+        return row
 
 
 def visible(base: Path, source: Iterator[str], args: argparse.Namespace,
@@ -234,13 +245,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if latency:
         print(f"XADD->visible, {args.visible} adds at {args.visible_rate}/s by one agent "
               "(ms; the floor's events are only acknowledged)")  # fmt: skip
-        print(f"{'':<22}{'load avg':>9}{'p50':>9}{'p99':>9}{'max':>9}")
+        print(f"{'':<22}{'load avg':>9}{'p50':>9}{'p99':>9}{'max':>9}{'CPU ms/ev':>11}")
         for load, run in latency.items():
-            for title, ms in (("floor: acked", run["floor"]["acked_ms"]),
-                              ("mnemod: acked", run["daemon"]["acked_ms"]),
-                              ("mnemod: in hot layer", run["daemon"]["visible_ms"])):  # fmt: skip
+            floor_row, daemon_row = run["floor"], run["daemon"]
+            for title, ms, cpu in (
+                ("floor: acked", floor_row["acked_ms"], floor_row["cpu_ms_per_event"]),
+                ("mnemod: acked", daemon_row["acked_ms"], daemon_row["cpu_ms_per_event"]),
+                ("mnemod: in hot layer", daemon_row["visible_ms"], ""),
+            ):
                 print(f"{title:<22}{run['loadavg']:>9}{ms['p50']:>9}{ms['p99']:>9}{ms['max']:>9}"
-                      f"  {load}")  # fmt: skip
+                      f"{cpu:>11}  {load}")  # fmt: skip
     write_results(args.out, {"corpus": label, "batch_size": batch, "floor": bare,
                              "daemon": daemon, "floor_vs_daemon": ratio,
                              "daemon_vs_floor_cpu": cpu_ratio,

@@ -52,6 +52,7 @@ def snapshot(client: redis.Redis) -> dict[str, object]:
             "zset": lambda n: pipe.zrange(n, 0, -1, withscores=True),
             "set": pipe.smembers,
             "string": pipe.get,
+            "stream": pipe.xlen,
         }[kind](name)
     values = pipe.execute()
     return dict(zip(names, values, strict=True))

@@ -472,3 +472,41 @@ def test_an_index_written_in_pieces_reads_back_whole(tmp_path: Path) -> None:
     store.close()
     entries = load_index(NamespacePaths(tmp_path, "default").index).entries
     assert [e.to_dict() for e in entries] == written
+
+
+def test_an_entry_or_update_the_engine_refuses_is_dead_lettered_naming_its_event(
+    writer: Writer, redis_client: RedisClient
+) -> None:
+    """The writer reads an add's entry and an update's fields, the engine checks them as it
+    applies them (once, where both did): the dead letter names the event as before."""
+    good = redis_client.xadd(KEYS.events, {"op": "add", "data": '{"content": "kept", "key": "k"}'})
+    bad_add = redis_client.xadd(
+        KEYS.events, {"op": "add", "data": '{"content": "x", "type": "nope"}'}
+    )
+    bad_update = redis_client.xadd(
+        KEYS.events, {"op": "update", "data": '{"id": "k", "importance": 9}'}
+    )
+    take_events(writer)
+    writer.commit(force=True)
+    dead = {f["event_id"]: f["error"] for _, f in redis_client.xrange(KEYS.dead)}
+    assert dead[bad_add].startswith(f"event {bad_add}: type: unknown type 'nope'")
+    assert dead[bad_update] == f"event {bad_update}: importance: must be an integer from 1 to 5"
+    assert good not in dead
+    assert on_disk(writer) == ["kept"]
+    assert writer.engine.get("k").importance == 3
+    assert pending(redis_client) == 0
+
+
+def test_a_read_after_redis_lost_its_data_makes_the_groups_again(
+    writer: Writer, redis_client: RedisClient
+) -> None:
+    """The read and its pending check go in one pipeline, whose errors redis-py prefixes:
+    NOGROUP is still told from other errors, and the groups are made again."""
+    redis_client.flushall()
+    assert writer.step(0).applied == 0
+    assert writer.groups_recreated
+    redis_client.xadd(KEYS.events, {"op": "add", "data": '{"content": "after the loss"}'})
+    take_events(writer)
+    writer.commit(force=True)
+    assert on_disk(writer) == ["after the loss"]
+    assert pending(redis_client) == 0

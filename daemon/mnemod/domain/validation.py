@@ -132,8 +132,10 @@ def compile_trigger(pattern: str, where: str = "") -> Any:
         ) from exc
 
 
-def new_entry_from_json(data: Any, config: Config, where: str = "") -> NewEntry:
-    """Build a NewEntry from an event or import payload; unknown fields are an error."""
+def new_entry_from_json(data: Any, config: Config, where: str = "", check: bool = True) -> NewEntry:
+    """Build a NewEntry from an event or import payload; unknown fields are an error.
+    Without `check`, its values are left to `check_new_entry` (which `Engine.add` runs
+    on whatever it is given: an event's entry is checked once, as it is added)."""
     if not isinstance(data, dict):
         raise InvalidInputError("data", "must be a JSON object", where)
     allowed = {
@@ -188,7 +190,7 @@ def new_entry_from_json(data: Any, config: Config, where: str = "") -> NewEntry:
         id=entry_id,
         source=source,
     )
-    return check_new_entry(new, config, where)
+    return check_new_entry(new, config, where) if check else new
 
 
 def check_update(fields: dict[str, Any], config: Config, where: str = "") -> dict[str, Any]:

@@ -227,9 +227,13 @@ def check_text(fields: Mapping[str, str], where: str) -> None:
     """InvalidInputError naming the first field (by name or value) that is not valid UTF-8
     as it was sent (see TEXT_ERRORS)."""
     for name, value in fields.items():
-        shown = name.encode("utf-8", "backslashreplace").decode("ascii", "replace")
-        check_unicode(f"{shown} (its name)", name, where)
-        check_unicode(shown, value, where)
+        try:
+            name.encode("utf-8")
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = name.encode("utf-8", "backslashreplace").decode("ascii", "replace")
+            check_unicode(f"{shown} (its name)", name, where)
+            check_unicode(shown, value, where)
 
 
 def absolute_socket_url(url: str) -> str:

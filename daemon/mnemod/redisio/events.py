@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from mnemod.config import Config
-from mnemod.domain.validation import NewEntry, check_update, new_entry_from_json
+from mnemod.domain.validation import NewEntry, new_entry_from_json
 from mnemod.errors import InvalidInputError
 from mnemod.redisio.connection import check_text
 
@@ -36,8 +36,11 @@ class Event:
 
 
 def parse_event(event_id: str, raw: dict[str, str], config: Config) -> Event:
-    """Validate one stream entry; raises InvalidInputError naming what is wrong."""
-    where = f"event {event_id}"
+    """Validate one stream entry; raises InvalidInputError naming what is wrong. An add's
+    entry and an update's fields are read here and checked by the engine as it applies
+    them (Engine.add and update check whatever they are given, so checking here too did
+    it twice): `located` names the event in what they raise."""
+    where = event_where(event_id)
     if len(raw) > MAX_FIELDS:
         raise InvalidInputError("fields", f"{len(raw)} fields, at most {MAX_FIELDS}", where)
     check_text(raw, where)
@@ -59,7 +62,8 @@ def parse_event(event_id: str, raw: dict[str, str], config: Config) -> Event:
     if by not in ("agent", "cli"):
         by = "agent"
     if op == "add":
-        return Event(event_id, op, new=new_entry_from_json(data, config, where), by=by)
+        new = new_entry_from_json(data, config, where, check=False)
+        return Event(event_id, op, new=new, by=by)
     if op == "gc":
         dry_run = data.get("dry_run", False)
         if not isinstance(dry_run, bool):
@@ -72,7 +76,7 @@ def parse_event(event_id: str, raw: dict[str, str], config: Config) -> Event:
         fields = {k: v for k, v in data.items() if k != "id"}
         if isinstance(fields.get("fields"), dict) and len(fields) == 1:
             fields = fields["fields"]
-        return Event(event_id, op, target=target, fields=check_update(fields, config, where), by=by)
+        return Event(event_id, op, target=target, fields=fields, by=by)
     unknown = sorted(set(data) - ({"id", "times", "selected"} if op == "access" else {"id"}))
     if unknown:
         raise InvalidInputError(unknown[0], "unknown field", where)
@@ -107,6 +111,16 @@ def _load(text: str, where: str) -> Any:
     except UnicodeEncodeError:
         raise InvalidInputError("data", "holds a lone surrogate (\\ud800-\\udfff)", where) from None
     return data
+
+
+def event_where(event_id: str) -> str:
+    """How an error names the event it is about."""
+    return f"event {event_id}"
+
+
+def located(exc: InvalidInputError, event_id: str) -> InvalidInputError:
+    """`exc` naming the event it is about (the engine's checks name none)."""
+    return exc if exc.where else InvalidInputError(exc.field, exc.reason, event_where(event_id))
 
 
 def stream_id_key(event_id: str) -> tuple[int, int]:

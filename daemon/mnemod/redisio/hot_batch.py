@@ -24,6 +24,7 @@ import orjson
 import redis
 
 from mnemod.redisio.change_feed import FencedOut
+from mnemod.redisio.changes import END_LUA, BatchEnd
 from mnemod.redisio.keys import LAYER_SETS, Keys
 
 if TYPE_CHECKING:
@@ -51,6 +52,15 @@ last four are those an access changes."""
 _FIELD_NAMES = json.dumps(HASH_FIELDS)
 _KEYWORDS_AT, _SCORE_AT = HASH_FIELDS.index("keywords"), HASH_FIELDS.index("score")
 
+# The fence of a script: nothing is done while another owner holds the lease (KEYS[#KEYS]
+# when ARGV[1], the owner, is not "").
+_FENCE = """
+if ARGV[1] ~= '' then
+  local holder = redis.call('get', KEYS[#KEYS])
+  if holder and holder ~= ARGV[1] then return {'lease', holder} end
+end
+"""
+
 # KEYS: every key the batch reads or writes, then the lease's when fenced. ARGV: the owner
 # the lease may name ("" for no fence); the hash field names (JSON); the batch (JSON): a list
 # of, in this order, the checks {hash, keywords, label} ("" for none), the items to put and
@@ -59,12 +69,12 @@ _KEYWORDS_AT, _SCORE_AT = HASH_FIELDS.index("keywords"), HASH_FIELDS.index("scor
 # values of the fields named), ZADD, SADD, SET. Keys are given by their position in KEYS.
 # Returns {'lease', holder} when another owner holds the lease; {'changed', keywords,
 # label, ...} (per check, "" for none), having written nothing, when a hash holds other
-# than its check says; else {'ok', how many of the items removed existed}.
-_WRITE = """
-if ARGV[1] ~= '' then
-  local holder = redis.call('get', KEYS[#KEYS])
-  if holder and holder ~= ARGV[1] then return {'lease', holder} end
-end
+# than its check says; else {'ok', how many of the items removed existed}. Then, when
+# more ARGV follow, the batch's end from ARGV[4] (redisio.changes), once written.
+_WRITE = (
+    _FENCE
+    + END_LUA
+    + """
 local fields = cjson.decode(ARGV[2])
 local b = cjson.decode(ARGV[3])
 local found, changed = {'changed'}, false
@@ -100,8 +110,21 @@ end
 for _, c in ipairs(b[8]) do redis.call('zadd', KEYS[c[1]], unpack(c[2])) end
 for _, c in ipairs(b[9]) do redis.call('sadd', KEYS[c[1]], unpack(c[2])) end
 for _, p in ipairs(b[10]) do redis.call('set', KEYS[p[1]], p[2]) end
+if #ARGV > 3 then batch_end(4) end
 return {'ok', existed}
 """
+)
+
+# A batch's end alone (it changed nothing hot). KEYS: the events stream, then the lease's
+# when fenced. ARGV: the owner ("" for no fence), then the end.
+_END = (
+    _FENCE
+    + END_LUA
+    + """
+batch_end(2)
+return {'ok', 0}
+"""
+)
 
 
 @dataclass(frozen=True)
@@ -121,24 +144,41 @@ class Changed:
 class BatchScripts:
     """The script, registered once per client."""
 
-    def __init__(self, client: redis.Redis) -> None:
+    def __init__(self, client: redis.Redis, keys: Keys) -> None:
+        self.keys = keys
         self._write = client.register_script(_WRITE)
+        self._end = client.register_script(_END)
 
-    def apply(self, batch: Batch, fence: tuple[str, str] | None = None) -> Written | Changed:
-        """Write `batch` if every item holds what it was planned from. `fence` (the
-        lease's key, its owner): nothing is written while another owner holds the lease
-        (FencedOut)."""
+    def apply(
+        self, batch: Batch, fence: tuple[str, str] | None = None, end: BatchEnd | None = None
+    ) -> Written | Changed:
+        """Write `batch` if every item holds what it was planned from, then `end` (its
+        messages and acknowledgements; not when nothing is written). `fence` (the lease's
+        key, its owner): nothing is done while another owner holds the lease (FencedOut)."""
         owner = fence[1] if fence is not None else ""
         body = orjson.dumps(batch.body())  # names every key it uses
+        args: list[str | bytes | int] = [owner, batch.fields, body]
+        if end is not None:
+            args += end.args(self.keys, batch.key_at(self.keys.events))
         keys = batch.key_names + ([fence[0]] if fence is not None else [])
-        args: list[str | bytes] = [owner, batch.fields, body]
-        reply = cast(list[Any], self._write(keys=keys, args=args))
-        if reply[0] == "lease":
-            raise FencedOut(f"the lease is {reply[1]}'s, not {owner}'s")
-        if reply[0] == "changed":
-            values = [value or None for value in reply[1:]]
-            return Changed([(values[i], values[i + 1]) for i in range(0, len(values), 2)])
-        return Written(int(reply[1]))
+        return _changed_or_written(self._write(keys=keys, args=args), owner)
+
+    def end(self, end: BatchEnd, fence: tuple[str, str] | None = None) -> None:
+        """`end` alone, fenced as `apply`."""
+        owner = fence[1] if fence is not None else ""
+        keys = [self.keys.events] + ([fence[0]] if fence is not None else [])
+        _changed_or_written(self._end(keys=keys, args=[owner, *end.args(self.keys, 1)]), owner)
+
+
+def _changed_or_written(answer: Any, owner: str) -> Written | Changed:
+    """A script's answer (see `_WRITE`); FencedOut when another owner holds the lease."""
+    reply = cast(list[Any], answer)
+    if reply[0] == "lease":
+        raise FencedOut(f"the lease is {reply[1]}'s, not {owner}'s")
+    if reply[0] == "changed":
+        values = [value or None for value in reply[1:]]
+        return Changed([(values[i], values[i + 1]) for i in range(0, len(values), 2)])
+    return Written(int(reply[1]))
 
 
 class Batch:
@@ -165,7 +205,8 @@ class Batch:
         self.term_add: dict[str, list[str]] = {}
         self.stored: dict[str, Stored] = {}  # what each put item holds once written
 
-    def _key(self, name: str) -> int:
+    def key_at(self, name: str) -> int:
+        """The position of key `name` in KEYS (from 1), given one if it has none."""
         at = self._at.get(name)
         if at is None:
             self.key_names.append(name)
@@ -180,7 +221,7 @@ class Batch:
         keys, term_add, term_del = self.keys, self.term_add, self.term_del
         for item, old in zip(puts, olds, strict=False):
             item_id = item.id
-            at = self._key(keys.item(item_id))
+            at = self.key_at(keys.item(item_id))
             self.checks.append((at, old[0] or "", old[1] or ""))
             self.put_keys.append(at)
             new_terms = set(item.keywords)
@@ -202,7 +243,7 @@ class Batch:
             if item.key:
                 self.labels[keys.key(item.key)] = item_id
         for item_id, old in zip(removals, olds[len(puts) :], strict=True):
-            at = self._key(keys.item(item_id))
+            at = self.key_at(keys.item(item_id))
             self.checks.append((at, old[0] or "", old[1] or ""))
             self.removed_keys.append(at)
             for ids in self.layer_del.values():
@@ -218,7 +259,7 @@ class Batch:
         """The batch for the script (see `_WRITE`). A label one item leaves and another
         takes ends with the other, whatever their order in the batch. Two words one key
         name stands for (cut to MAX_TERM_CHARS) are two commands on it, removals first."""
-        key = self._key
+        key = self.key_at
         gone = [(key(k), i) for k, i in self.gone_labels if k not in self.labels]
         layer, kw = self.keys.layer, self.keys.kw
         return [

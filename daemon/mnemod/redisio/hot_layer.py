@@ -25,6 +25,7 @@ import structlog
 from mnemod.clock import format_time
 from mnemod.domain.model import Entry
 from mnemod.errors import InvalidInputError
+from mnemod.redisio.changes import BatchEnd
 from mnemod.redisio.connection import wrong_type
 from mnemod.redisio.hot_batch import (
     ABSENT,
@@ -180,7 +181,7 @@ class HotLayer:
         self.batch_size = batch_size
         self.owner = owner
         self._touch = client.register_script(_TOUCH)
-        self._scripts = BatchScripts(client)
+        self._scripts = BatchScripts(client, keys)
         # each item's keywords and label as this layer last wrote them (hot_batch plans
         # from them); at most the items in Redis, a few hundred bytes each
         self._stored: dict[str, Stored] = {}
@@ -201,15 +202,23 @@ class HotLayer:
             self._apply(unique[start : start + self.batch_size], [])
         return len(unique)
 
-    def apply(self, puts: Iterable[HotItem], removals: Iterable[str]) -> int:
+    def apply(
+        self, puts: Iterable[HotItem], removals: Iterable[str], end: BatchEnd | None = None
+    ) -> int:
         """Puts and removals of one writer batch, in as few transactions as `batch_size`
-        allows (one, for a typical batch); returns how many removed items existed."""
+        allows (one, for a typical batch), the last followed by `end` (redisio.changes; in
+        a script of its own with nothing to write); returns how many removed items
+        existed."""
         unique = list({item.id: item for item in puts}.values())
         gone = [r for r in dict.fromkeys(removals) if r not in {i.id for i in unique}]
         existed = 0
         size = self.batch_size
-        for start in range(0, max(len(unique), len(gone)), size):
-            existed += self._apply(unique[start : start + size], gone[start : start + size])
+        last = max(len(unique), len(gone)) - 1
+        for start in range(0, last + 1, size):
+            then = end if start + size > last else None
+            existed += self._apply(unique[start : start + size], gone[start : start + size], then)
+        if last < 0 and end is not None:
+            self._scripts.end(end, self._fence)
         return existed
 
     def touch(self, items: Sequence[HotItem]) -> int:
@@ -311,14 +320,16 @@ class HotLayer:
         return found
 
     # -- internals -----------------------------------------------------------------------
-    def _apply(self, puts: Sequence[HotItem], removals: Sequence[str]) -> int:
+    def _apply(
+        self, puts: Sequence[HotItem], removals: Sequence[str], end: BatchEnd | None = None
+    ) -> int:
         """`_apply_once`, done again after replacing keys of another type (module doc)."""
         try:
-            return self._apply_once(puts, removals)
+            return self._apply_once(puts, removals, end)
         except redis.ResponseError as exc:
             if not wrong_type(exc) or not self._delete_mistyped(self._batch_keys(puts, removals)):
                 raise
-            return self._apply_once(puts, removals)
+            return self._apply_once(puts, removals, end)
 
     def _batch_keys(self, puts: Sequence[HotItem], removals: Sequence[str]) -> dict[str, str]:
         """Each key a batch reads or writes, with the type it must hold: the items, the
@@ -356,18 +367,24 @@ class HotLayer:
             log.warning("hot.foreign_keys_replaced", keys=dict(list(wrong.items())[:10]))
         return bool(wrong)
 
-    def _apply_once(self, puts: Sequence[HotItem], removals: Sequence[str]) -> int:
-        """One script call for a batch (redisio.hot_batch); returns how many removed items
-        existed. It is planned from what this layer wrote last; when Redis holds other
-        than that, from what the script found (and called again)."""
+    @property
+    def _fence(self) -> tuple[str, str] | None:
+        return (self.keys.lease, self.owner) if self.owner is not None else None
+
+    def _apply_once(
+        self, puts: Sequence[HotItem], removals: Sequence[str], end: BatchEnd | None
+    ) -> int:
+        """One script call for a batch (redisio.hot_batch), `end` after its writes; returns
+        how many removed items existed. It is planned from what this layer wrote last; when
+        Redis holds other than that, from what the script found (and called again)."""
         ids = [item.id for item in puts] + list(removals)
         if not ids:
             return 0
         olds = [self._stored.get(item_id, ABSENT) for item_id in ids]
-        fence = (self.keys.lease, self.owner) if self.owner is not None else None
+        fence = self._fence
         while True:
             batch = Batch(self.keys).plan(puts, removals, olds)
-            reply = self._scripts.apply(batch, fence)
+            reply = self._scripts.apply(batch, fence, end)
             if isinstance(reply, Written):
                 break
             olds = reply.stored

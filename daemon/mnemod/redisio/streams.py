@@ -1,10 +1,11 @@
-"""The events and rpc streams of one namespace: appending to them (agents), reading,
-acknowledging and trimming them (the daemon's consumer group), and what is still pending
-(the CLI, the hook, `wait_applied`). The writer decides when; this speaks Redis."""
+"""The events and rpc streams of one namespace: appending to them (agents), reading and
+trimming them (the daemon's consumer group, whose acknowledgements of events go with a
+batch's hot-layer write: redisio.changes), and what is still pending (the CLI, the hook,
+`wait_applied`). The writer decides when; this speaks Redis."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, cast
 
 import redis
@@ -12,8 +13,6 @@ import redis
 from mnemod.redisio.connection import is_cluster
 from mnemod.redisio.events import stream_id_key
 from mnemod.redisio.keys import GROUP, Keys
-
-ACK_CHUNK = 1000  # ids per XACK
 
 Batches = list[tuple[str, list[tuple[str, dict[str, str]]]]]
 """What XREADGROUP returns: per stream, its entries as (id, fields)."""
@@ -82,26 +81,35 @@ class EventStream:
     ) -> Batches:
         """XREADGROUP from each stream of `start` (its id, or `>` for new entries), waiting
         up to `block` ms (None: not at all). GroupMissingError when the group is gone."""
-        try:
-            replies = self.client.xreadgroup(
-                GROUP,
-                consumer,
-                dict(start),  # type: ignore[arg-type]
-                count=count,
-                block=block,
-            )
-        except redis.ResponseError as exc:
-            if not str(exc).startswith(("NOGROUP", "UNBLOCKED")):
-                raise
-            raise GroupMissingError(str(exc)[:80]) from exc
-        return cast(Batches, replies or [])
+        return self.read_after(consumer, start, count, block, None)[0]
 
-    def acknowledge(self, events: Sequence[str]) -> None:
-        """XACK `events` of the events stream, in one round trip."""
+    def read_after(
+        self,
+        consumer: str,
+        start: Mapping[str, str],
+        count: int,
+        block: int | None,
+        after: str | None,
+    ) -> tuple[Batches, str | None]:
+        """`read`, and with `after` (an event id) in the same round trip: the first event
+        after it in `consumer`'s pending list once read (None when none is). Unless it is
+        the read's first, another process under that name read it meanwhile. The XPENDING
+        waits behind the blocked read on the connection, so it sees what the read took."""
         pipe = self.client.pipeline(transaction=False)
-        for start in range(0, len(events), ACK_CHUNK):
-            pipe.xack(self.keys.events, GROUP, *events[start : start + ACK_CHUNK])
-        pipe.execute()
+        pipe.xreadgroup(GROUP, consumer, dict(start), count=count, block=block)  # type: ignore[arg-type]
+        if after is not None:
+            pipe.xpending_range(
+                self.keys.events, GROUP, min=f"({after}", max="+", count=1, consumername=consumer
+            )
+        replies = pipe.execute(raise_on_error=False)  # a raised one is prefixed by redis-py
+        for reply in replies:
+            if isinstance(reply, redis.ResponseError):
+                if not str(reply).startswith(("NOGROUP", "UNBLOCKED")):
+                    raise reply
+                raise GroupMissingError(str(reply)[:80]) from reply
+        batches = cast(Batches, replies[0] or [])
+        found = cast(list[dict[str, Any]], replies[1]) if after is not None else []
+        return batches, (str(found[0]["message_id"]) if found else None)
 
     def pending(self) -> int:
         """Events delivered to the group and not acknowledged yet (0 with no group)."""
@@ -144,19 +152,6 @@ class EventStream:
             raise
         messages = cast(list[tuple[str, dict[str, str] | None]], reply[1] if reply else [])
         return [(message_id, fields) for message_id, fields in messages if fields is not None]
-
-    def delivered_between(self, consumer: str, after: str, before: str) -> bool:
-        """Whether an event between the ids `after` and `before` (both excluded) waits in
-        `consumer`'s pending list: another process under that name read it meanwhile."""
-        found = self.client.xpending_range(
-            self.keys.events,
-            GROUP,
-            min=f"({after}",
-            max=f"({before}",
-            count=1,
-            consumername=consumer,
-        )
-        return bool(found)
 
     # ---- what is still waiting -----------------------------------------------------------
     def acknowledged(self, event_id: str) -> bool:

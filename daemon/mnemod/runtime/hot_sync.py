@@ -19,6 +19,7 @@ from mnemod.domain.keywords import extract_keywords
 from mnemod.domain.model import Entry
 from mnemod.domain.retention import retention_score
 from mnemod.files.l1_files import L1Item
+from mnemod.redisio.changes import BatchEnd
 from mnemod.redisio.hot_layer import HotItem, HotLayer
 from mnemod.redisio.keys import Keys
 from mnemod.store.engine import Engine
@@ -107,8 +108,12 @@ class HotSync:
         return self.layer.count("l3")
 
     # ---- per-batch changes -----------------------------------------------------------------
-    def apply_changes(self, engine: Engine, changes: dict[str, str]) -> None:
-        if not changes:
+    def apply_changes(
+        self, engine: Engine, changes: dict[str, str], end: BatchEnd | None = None
+    ) -> None:
+        """Bring `changes` (entry id -> op) into the layer, `end` (redisio.changes) in the
+        same script as the last write (the touches of accessed items go first)."""
+        if not changes and end is None:
             return
         now = self.clock.now()
         puts: list[HotItem] = []
@@ -132,8 +137,8 @@ class HotSync:
                 puts.append(HotItem.from_entry(promoted, "l2", float(promoted.importance)))
             else:
                 removals.append(entry_id)
-        self.layer.apply(puts, removals)
         self.layer.touch(touches)
+        self.layer.apply(puts, removals, end)
 
     def _admit(self, entry_id: str, score: float, limit: int) -> str | bool:
         """Admit an L3 entry to the hot set. Returns False if it stays out, True if admitted

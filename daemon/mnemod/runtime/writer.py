@@ -29,10 +29,10 @@ import structlog
 from mnemod.clock import Clock
 from mnemod.config import Config
 from mnemod.errors import InvalidInputError, NotFoundError
-from mnemod.redisio.changes import publish_changes
+from mnemod.redisio.changes import BatchEnd
 from mnemod.redisio.connection import REDIS_FAILURES
 from mnemod.redisio.dead_letters import dead_letter
-from mnemod.redisio.events import Event, is_applied, parse_event
+from mnemod.redisio.events import Event, is_applied, located, parse_event, stream_id_key
 from mnemod.redisio.keys import Keys
 from mnemod.redisio.streams import Batches, EventStream, GroupMissingError
 from mnemod.runtime import bookkeeping, maintenance
@@ -152,13 +152,16 @@ class Writer:
         if (self._checkpoint is not None or self.commits.failing) and wait is not None:
             wait = min(SAVE_POLL_MS if self._checkpoint is not None else 100, wait)
         try:
-            batches = self.stream.read(CONSUMER, streams, self.batch.count, wait)
+            after = self.last_read if streams.get(self.keys.events) == ">" else None
+            batches, taken = self.stream.read_after(
+                CONSUMER, streams, self.batch.count, wait, after
+            )
         except GroupMissingError as exc:
             log.warning("events.group_missing", stream=self.keys.events, error=str(exc))
             self.ensure_groups()
             self.groups_recreated = True  # Redis may have lost its data: the daemon checks
             return BatchResult()
-        batches = self._in_order(streams, batches)
+        batches = self._in_order(streams, batches, taken)
         began = maintenance.started()
         read_at = self.clock.monotonic()
         result = BatchResult()
@@ -205,45 +208,52 @@ class Writer:
         maintenance.note_stall("step", began)
         return result
 
-    def _in_order(self, streams: dict[str, str], batches: Batches) -> Batches:
+    def _in_order(self, streams: dict[str, str], batches: Batches, taken: str | None) -> Batches:
         """New events read after some that another process took under this consumer name
         since this writer's last read (a leader whose lease lapsed while it ran, reading on
-        as the next one took over): this read's events are left to the next step, which
-        reads the pending list from the last one read, the taken ones first, in order.
-        Applied after later ones, they would be skipped as applied: lost."""
+        as the next one took over; `taken`: the first event after the last read pending for
+        this name, read with the batch): this read's events are left to the next step,
+        which reads the pending list from the last one read, the taken ones first, in
+        order. Applied after later ones, they would be skipped as applied: lost."""
         events = self.keys.events
-        if streams.get(events) != ">":
+        if streams.get(events) != ">" or taken is None:
             return batches
         for stream, messages in batches:
             if stream != events or not messages:
                 continue
             first = messages[0][0]
-            if not self.stream.delivered_between(CONSUMER, self.last_read, first):
+            if stream_id_key(taken) >= stream_id_key(first):
                 return batches
             log.warning("events.taken_meanwhile", after=self.last_read, before=first)
             self.read_from[events] = self.last_read
             return [(s, m) for s, m in batches if s != events]
         return batches
 
-    def publish(self, changes: dict[str, str]) -> None:
-        """Bring the hot layer in step, then tell subscribers what changed. Accesses alone
-        (every resolve records some) are left to the bookkeeping. What Redis did not take
-        (a dropped connection) is kept and sent with the next changes."""
+    def publish(self, changes: dict[str, str], ack: bool = False) -> None:
+        """Bring the hot layer in step, tell subscribers what changed and, with `ack` (the
+        caller made them durable), acknowledge the events applied: in one script with the
+        last hot-layer write (redisio.changes). Accesses alone (every resolve records some)
+        are left to the bookkeeping. What Redis did not take (a dropped connection) is kept
+        and sent with the next changes, the acknowledgements with the next `ack`."""
         fresh = self.books.note(changes)
         pending = self.hot_pending
         for entry_id, op in fresh.items():
             pending.pop(entry_id, None)
             pending[entry_id] = op
-        if not pending:
+        events = self.unacked if ack else []
+        if not pending and not events:
             return
         self.hot_pending = {}
+        if ack:
+            self.unacked = []
         try:
-            self.hot.apply_changes(self.engine, pending)
-        except REDIS_FAILURES:
-            for entry_id, op in pending.items():  # newer changes win
-                self.hot_pending.setdefault(entry_id, op)
+            self.hot.apply_changes(self.engine, pending, BatchEnd.of(pending, events))
+        except BaseException as exc:
+            self.unacked = events + self.unacked  # durable: acknowledged (or skipped) later
+            if isinstance(exc, REDIS_FAILURES):
+                for entry_id, op in pending.items():  # newer changes win
+                    self.hot_pending.setdefault(entry_id, op)
             raise
-        publish_changes(self.client, self.keys, pending)
 
     def _apply_one(self, event_id: str, raw: dict[str, str], result: BatchResult) -> None:
         self.unacked.append(event_id)
@@ -253,7 +263,10 @@ class Writer:
         try:
             event = parse_event(event_id, raw, self.config)
             self.apply(event)
-        except (InvalidInputError, NotFoundError) as exc:
+        except InvalidInputError as exc:
+            self.dead_letter(event_id, raw, str(located(exc, event_id)))
+            result.dead += 1
+        except NotFoundError as exc:
             self.dead_letter(event_id, raw, str(exc))
             result.dead += 1
         else:
@@ -312,13 +325,12 @@ class Writer:
 
     # ---- durability ----------------------------------------------------------------------
     def _commit_batch(self) -> None:
-        """Commit the batch's changes, bring them into the hot layer, then acknowledge its
-        events: an agent that saw its event acknowledged finds the item in Redis. A failed
-        append leaves them unacknowledged (retried by `commit`); a hot layer Redis did not
-        take delays the acknowledgement until it does."""
+        """Commit the batch's changes, then bring them into the hot layer and acknowledge
+        its events in one script: an agent that saw its event acknowledged finds the item
+        in Redis. A failed append leaves them unacknowledged (retried by `commit`); a hot
+        layer Redis did not take delays the acknowledgement until it does."""
         self.engine.save()
-        self.publish(self.engine.drain_changes())
-        self._ack()
+        self.publish(self.engine.drain_changes(), ack=True)
 
     def commit(self, force: bool = False, checkpoint: bool = False) -> bool:
         """What the loop does between batches: commit accesses every `snapshot_interval`
@@ -347,8 +359,8 @@ class Writer:
             self.last_commit = self.clock.monotonic()
             self._commit_batch()
         elif self.unacked and not failing and not self.commits.unappended:
-            self.publish({})  # what Redis did not take the last time, first
-            self._ack()  # committed; the acknowledgement went with a dropped connection
+            # committed; the hot layer and the acknowledgement went with a dropped connection
+            self.publish({}, ack=True)
         if self.hot_pending:
             self.publish({})
         self.commits.derive(everything=checkpoint)
@@ -420,14 +432,6 @@ class Writer:
             duration_ms=round(seconds * 1000, 1),
         )
         self.record_job("snapshot", {"entries": len(self.engine.entries), "seq": seq})
-
-    def _ack(self) -> None:
-        events, self.unacked = self.unacked, []
-        try:
-            self.stream.acknowledge(events)
-        except REDIS_FAILURES:
-            self.unacked = events + self.unacked  # durable: acknowledged (or skipped) later
-            raise
 
     # ---- commands from the scheduler and the watcher -------------------------------------
     def run_command(self, command: Command) -> None:
