@@ -87,7 +87,9 @@ class Corpus:
         for a, b, _, _ in pairs:
             for text in (a, b):
                 if text not in self.sides:
-                    self.sides[text] = Side(frozenset(extract_keywords(text)), text, count(text))
+                    self.sides[text] = Side.read(
+                        frozenset(extract_keywords(text)), text, count(text)
+                    )
         self.frequency = Counter(w for side in self.sides.values() for w in side.words)
 
     def verdict(

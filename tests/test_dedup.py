@@ -16,6 +16,7 @@ from mnemod.domain import text_cues as cues
 from mnemod.domain.dedup import (
     CLAUSE_UNREAD,
     FIGURES_PENALTY,
+    NEGATION_CREDIT,
     OPTIONAL_TECHNIQUES,
     TECHNIQUES,
     WORDING_CENTRE,
@@ -179,6 +180,9 @@ def test_the_lookup_finds_the_brute_force_best_match_on_add() -> None:
     for e in stored.values():
         e.tokens = rng.randint(5, 12)
     probes = [entry(f"P{i}", rng.sample(vocabulary, rng.randint(1, 14))) for i in range(200)]
+    for e in [*stored.values(), *probes]:  # some negate: the guard and the credit are read
+        if rng.random() < 0.3:
+            e.content = f"not {e.content}"
     frequency = Counter(w for e in stored.values() for w in set(e.keywords))
     for threshold in (0.3, 0.55, 0.8, 1.0):
         config = DedupConfig(threshold=threshold * 0.8, floor=threshold)
@@ -207,7 +211,9 @@ def test_the_lookup_finds_the_brute_force_best_match_on_add() -> None:
 
 
 WORDS = st.frozensets(st.sampled_from([f"w{i}" for i in range(12)]), min_size=1)
-SIDES = st.builds(Side, WORDS, st.sampled_from(["a b", "not a b", "a 10 b"]), st.integers(0, 30))
+SIDES = st.builds(
+    Side.read, WORDS, st.sampled_from(["a b", "not a b", "a 10 b"]), st.integers(0, 30)
+)
 
 
 @given(SIDES, SIDES, st.floats(0.05, 1.0), st.floats(0.05, 1.0), st.integers(0, 50),
@@ -227,7 +233,30 @@ COUNT = token_counter("cl100k_base").count
 
 
 def side(text: str) -> Side:
-    return Side(frozenset(extract_keywords(text)), text, COUNT(text))
+    return Side.read(frozenset(extract_keywords(text)), text, COUNT(text))
+
+
+def test_two_texts_that_both_negate_earn_the_credit() -> None:
+    """Saying no to the same thing is a cue both share that their keywords hide (stopwords
+    drop "not"): the weighted Jaccard gains NEGATION_CREDIT, at most 1, before the balance,
+    so the score stays within the balance; the verdict reads it from `negates`, which dedup
+    on add may leave for the guard to read (None)."""
+    a, b = (
+        side("The user does not want email alerts at night"),
+        side("User never wants night alerts"),
+    )
+    assert a.negates and b.negates
+    jaccard_ab = jaccard(a.words, b.words)
+    unread = unworded_score(a._replace(negates=False), b._replace(negates=False), jaccard_ab)
+    balance = min(a.length, b.length) / max(a.length, b.length)
+    credited = unworded_score(a, b, jaccard_ab)
+    assert credited == pytest.approx(min(balance, unread + NEGATION_CREDIT * balance))
+    assert unworded_score(a, b._replace(negates=None), jaccard_ab) == credited
+    loose = DedupConfig(threshold=0.01, floor=0.01)  # the verdict says what the credit added
+    assert compare(a, b, loose).both_negate == pytest.approx(credited - unread)
+    assert compare(a, b, loose, techniques=TECHNIQUES - {"both_negate"}).both_negate == 0.0
+    yes = side("User wants night alerts")
+    assert compare(a, yes._replace(negates=None), DedupConfig()).refused_by in {"negation", "score"}
 
 
 def test_a_sentence_copied_with_a_clause_added_is_another_memory() -> None:
@@ -264,7 +293,20 @@ def test_short_texts_are_judged_without_their_wording() -> None:
     assert compare(a, b, DedupConfig()).merges
 
 
-VOCABULARY = ["the", "a", "of", "to", "plan", "plans", "planned", "cat", "cats", "dog", "ran"]
+VOCABULARY = [
+    "the",
+    "a",
+    "of",
+    "to",
+    "not",
+    "plan",
+    "plans",
+    "planned",
+    "cat",
+    "cats",
+    "dog",
+    "ran",
+]
 TEXTS = st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=12).map(" ".join)
 
 
@@ -275,8 +317,8 @@ def test_the_wording_only_lowers_the_score(
     """What `Lookup.similar` relies on to skip candidates of far other lengths: the score
     is at most the length balance, so a pair whose balance is below the threshold never
     merges; the wording penalty stays in its bounds."""
-    a = Side(frozenset(extract_keywords(a_text)), a_text, a_length)
-    b = Side(frozenset(extract_keywords(b_text)), b_text, b_length)
+    a = Side.read(frozenset(extract_keywords(a_text)), a_text, a_length)
+    b = Side.read(frozenset(extract_keywords(b_text)), b_text, b_length)
     config = DedupConfig(threshold=threshold, floor=0.05)
     assert -WORDING_CENTRE - 0.5 - 1e-9 <= wording(a, b) <= 0.0
     longer = max(a_length, b_length)

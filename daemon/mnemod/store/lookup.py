@@ -25,6 +25,7 @@ from collections.abc import Callable
 
 from mnemod.config import DedupConfig
 from mnemod.domain.dedup import (
+    NEGATION_CREDIT,
     ProbeWeights,
     Side,
     compare,
@@ -33,6 +34,7 @@ from mnemod.domain.dedup import (
 )
 from mnemod.domain.model import Entry
 from mnemod.domain.size_classes import DENSE_SHARE, Passing, SizeClasses
+from mnemod.domain.text_cues import negated
 
 MAX_ALIAS_HOPS = 100
 
@@ -137,20 +139,37 @@ class Lookup:
         # the score is at most the balance of lengths: a candidate far longer or shorter
         # than `entry` is not compared
         length, bound = entry.tokens, config.threshold - 1e-9
-        probe = Side(mine, entry.content, length)
         # each candidate's score before its penalties (unworded_score) bounds its score: they are
-        # judged best bound first, until no bound left can reach the best score found
-        bounded: list[tuple[float, str, Side]] = []
+        # judged best bound first, until no bound left can reach the best score found. The
+        # credit for both texts negating adds at most NEGATION_CREDIT × the balance: the
+        # bounds are first taken without it, and the new text's negation is read only when
+        # a candidate may reach the threshold with it (a candidate's only when the new text
+        # negates; else the guard reads it, for a pair that would merge)
+        probe = Side(mine, entry.content, length, False)
+        hopeful: list[tuple[float, str, Side, float]] = []
         for other_id, listed, shared in self._passing(kind, mine, threshold):
             if other_id == entry.id:
                 continue
             plain = shared / (size + len(listed) - shared)
             other = entries[other_id]
             longer = max(length, other.tokens)
-            if longer and min(length, other.tokens) < bound * longer:
+            balance = min(length, other.tokens) / longer if longer else 1.0
+            if balance < bound:
                 continue
-            side = Side(frozenset(listed), other.content, other.tokens)
+            side = Side(frozenset(listed), other.content, other.tokens, None)
             most = unworded_score(probe, side, plain, weights)
+            if min(balance, most + NEGATION_CREDIT * balance) >= bound:
+                hopeful.append((most, other_id, side, plain))
+        if not hopeful:
+            return None
+        probe = Side(mine, entry.content, length, negated(entry.content))
+        bounded: list[tuple[float, str, Side]] = []
+        for most, other_id, side, plain in hopeful:
+            if probe.negates and negated(side.text):
+                side = side._replace(negates=True)
+                most = unworded_score(probe, side, plain, weights)
+            elif probe.negates:
+                side = side._replace(negates=False)
             if most >= bound:
                 bounded.append((-most, other_id, side))
         bounded.sort()
