@@ -510,3 +510,57 @@ def test_a_read_after_redis_lost_its_data_makes_the_groups_again(
     writer.commit(force=True)
     assert on_disk(writer) == ["after the loss"]
     assert pending(redis_client) == 0
+
+
+class TickingClock(FixedClock):
+    """Each look at the monotonic clock finds it 10 ms on: every step spends time."""
+
+    def monotonic(self) -> float:
+        self.ticks += 0.01
+        return self.ticks
+
+
+def test_a_long_read_is_applied_a_step_at_a_time_and_a_request_waits_for_one(
+    tmp_path: Path, redis_client: RedisClient
+) -> None:
+    """A step applies events for STEP_SECONDS at most: a request read with a long read of
+    events is answered after the part applied by then, the rest follow, in order, each
+    once, every event acknowledged once applied and durable."""
+    facts = [f"note{n} about topic{n} and place{n}" for n in range(20)]
+    pipe = redis_client.pipeline(transaction=False)
+    for fact in facts:
+        pipe.xadd(KEYS.events, {"op": "add", "data": json.dumps({"content": fact})})
+    pipe.execute()
+    ask(redis_client, "topic3?", "t:cut")
+    with running_writer(tmp_path, redis_client, TickingClock()) as writer:
+        first = writer.step(1)  # the backlog (none)
+        if not first.applied:
+            first = writer.step(1)
+        assert 0 < first.applied < len(facts) and first.rpc == 1
+        assert redis_client.lpop("t:cut") is not None  # answered with that part applied
+        assert len(writer.held) == len(facts) - first.applied
+        assert pending(redis_client) == len(facts) - first.applied
+        applied = first.applied
+        for _ in range(len(facts)):
+            applied += writer.step(1).applied
+        assert applied == len(facts) and not writer.held
+        assert pending(redis_client) == 0
+        assert on_disk(writer) == facts
+
+
+def test_events_held_from_a_read_are_read_again_after_a_lost_connection(
+    tmp_path: Path, redis_client: RedisClient
+) -> None:
+    facts = [f"note{n} about topic{n} and place{n}" for n in range(20)]
+    for fact in facts:
+        redis_client.xadd(KEYS.events, {"op": "add", "data": json.dumps({"content": fact})})
+    with running_writer(tmp_path, redis_client, TickingClock()) as writer:
+        applied = writer.step(1).applied + writer.step(1).applied  # the backlog, then new
+        assert writer.held
+        writer.reread_pending()
+        assert not writer.held
+        for _ in range(len(facts)):
+            applied += writer.step(1).applied
+        assert applied == len(facts)
+        assert pending(redis_client) == 0
+        assert on_disk(writer) == facts

@@ -50,6 +50,7 @@ log = structlog.get_logger("mnemod.writer")
 CONSUMER = "writer"  # one name for every leader, so a new leader inherits the pending list
 # While a checkpoint is being written: how soon the writer looks whether it is done.
 SAVE_POLL_MS = 10
+STEP_SECONDS = 0.05  # events applied in one step at most: then commit, answer, read on
 
 
 class RequestHandler(Settler, Protocol):
@@ -108,6 +109,9 @@ class Writer:
         )
         # the backlog (delivered before a crash, never acknowledged) first, then new ones
         self.read_from = {keys.events: "0", keys.rpc: "0"}
+        # events read and not yet applied: a step applies events for STEP_SECONDS at most,
+        # the rest wait here for the next (they stay pending in Redis meanwhile)
+        self.held: list[tuple[str, dict[str, str]]] = []
         self.last_read = engine.last_event_id or "0-0"  # the last event this writer read
         self.last_commit = self.clock.monotonic()
         self.snapshot_interval = 2.0
@@ -134,18 +138,27 @@ class Writer:
         start. Redis may have delivered a batch whose reply went with the connection; those
         events and requests are pending for this consumer and nobody else reads them, so
         they would wait for the next start (an agent's request until it gave up). What was
-        applied is skipped by its id; an answered request is no longer pending."""
+        applied is skipped by its id; an answered request is no longer pending. Events held
+        from the last read are pending too: they are read again with the rest."""
         self.read_from = dict.fromkeys(self.read_from, "0")
+        self.held = []
 
     # ---- the loop body -----------------------------------------------------------------
     def step(self, block_ms: int) -> BatchResult:
         """Read one batch of events and requests (as many as `batch` says: more while a
         burst waits), apply it, sync the hot layer; with none waiting, a slice of the
-        bookkeeping (runtime.bookkeeping)."""
+        bookkeeping (runtime.bookkeeping). Events are applied for STEP_SECONDS at most:
+        the rest of a read is held for the next step, so a request read meanwhile waits
+        for a commit of what was applied, not for the whole read (a read of 200 adds at
+        100,000 memories is about half a second of work)."""
         streams = dict(self.read_from)
+        held, self.held = self.held, []
         if self.commits.failing:
             del streams[self.keys.events]  # no more events until the log takes the last
-        backlog = any(v != ">" for v in streams.values())
+            self.held, held = held, []
+        elif held:
+            del streams[self.keys.events]  # those read before first
+        backlog = bool(held) or any(v != ">" for v in streams.values())
         deferred = self.books.due
         busy = self.maintenance.busy
         wait = None if backlog or deferred or busy else block_ms  # None: look, don't wait
@@ -162,6 +175,8 @@ class Writer:
             self.groups_recreated = True  # Redis may have lost its data: the daemon checks
             return BatchResult()
         batches = self._in_order(streams, batches, taken)
+        if held:
+            batches = [(self.keys.events, held), *batches]
         began = maintenance.started()
         read_at = self.clock.monotonic()
         result = BatchResult()
@@ -172,6 +187,9 @@ class Writer:
             if busy:
                 self.maintenance.run(maintenance.SLICE_SECONDS)
         for stream, messages in batches:
+            if stream not in streams:  # held from the last read
+                self._apply_held(messages, read_at, result)
+                continue
             got[stream] = len(messages)
             if messages and stream == self.keys.events:
                 self.last_read = messages[-1][0]
@@ -179,12 +197,12 @@ class Writer:
                 # the backlog is read by id: go on after the last one (it stays pending
                 # until the snapshot covers it, so re-reading from "0" would see it again)
                 self.read_from[stream] = messages[-1][0]
+            if stream == self.keys.events:
+                self._apply_held(messages, read_at, result)
+                continue
             for event_id, raw in messages:
-                if stream == self.keys.rpc:
-                    self._answer(event_id, raw or {})
-                    result.rpc += 1
-                else:
-                    self._apply_one(event_id, raw or {}, result)
+                self._answer(event_id, raw or {})
+                result.rpc += 1
         for stream, start in streams.items():
             if start != ">" and got.get(stream, 0) == 0:
                 self.read_from[stream] = ">"
@@ -207,6 +225,17 @@ class Writer:
             self.batch.taken(got.get(self.keys.events, 0), took, self.config.daemon.batch_size)
         maintenance.note_stall("step", began)
         return result
+
+    def _apply_held(
+        self, messages: list[tuple[str, dict[str, str]]], since: float, result: BatchResult
+    ) -> None:
+        """Apply `messages` in order until STEP_SECONDS have passed `since`; hold the rest."""
+        clock = self.clock
+        for n, (event_id, raw) in enumerate(messages):
+            if n and clock.monotonic() - since >= STEP_SECONDS:
+                self.held = messages[n:]
+                return
+            self._apply_one(event_id, raw or {}, result)
 
     def _in_order(self, streams: dict[str, str], batches: Batches, taken: str | None) -> Batches:
         """New events read after some that another process took under this consumer name
