@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import heapq
+import math
 from array import array
 from typing import TypeAlias
 
@@ -107,13 +108,22 @@ class SizeClass:
 # GC's classes: a plan from scratch reads every entry's classes, so more of the words are
 # bitmaps (at most 32 bytes a holder): 1.3 times faster than at 1 in 64 at 100,000 memories
 GC_DENSE_SHARE = 256
+# GC's classes each hold the sizes within this ratio (a band): a lookup counts a few longer
+# bitmaps, not one per size (at 100,000 memories 1.2 times faster looking from every
+# entry, 1.7 times from a few)
+GC_BAND = 1.3
 
 
 class SizeClasses:
-    """Every indexed entry's distinct keywords, in the class of its type and size."""
+    """Every indexed entry's distinct keywords, in the class of its type and size band.
 
-    def __init__(self, dense_share: int = GC_DENSE_SHARE) -> None:
+    With `band` 1 a class holds one set size; above, the sizes m with the same
+    ⌊log m / log band⌋: a lookup counts each band once, with the fewest shared words any
+    of its sizes needs, and keeps the entries that reach the floor at their own size."""
+
+    def __init__(self, dense_share: int = GC_DENSE_SHARE, band: float = 1.0) -> None:
         self.dense_share = dense_share
+        self.band = band
         self._classes: dict[tuple[str, int], int] = {}  # (type, set size) -> class number
         self._homes: list[tuple[str, SizeClass]] = []  # the classes (and their type) by number
         # id -> its class's number << SLOT_BITS | its slot: one int, where a tuple of the two
@@ -125,9 +135,10 @@ class SizeClasses:
 
     def add(self, entry_id: str, kind: str, words: tuple[str, ...]) -> None:
         """Index `words` (distinct) of `entry_id`, which is not indexed."""
-        number = self._classes.get((kind, len(words)))
+        key = (kind, band_of(len(words), self.band))
+        number = self._classes.get(key)
         if number is None:
-            number = self._classes[(kind, len(words))] = len(self._homes)
+            number = self._classes[key] = len(self._homes)
             self._homes.append((kind, SizeClass(self.dense_share)))
         self._placed[entry_id] = number << SLOT_BITS | self._homes[number][1].add(entry_id, words)
 
@@ -150,11 +161,41 @@ class SizeClasses:
         those with no more words than `mine`."""
         out: Passing = []
         classes, homes = self._classes, self._homes
-        for m, needed in needed_shared(len(mine), floor, no_larger):
-            number = classes.get((kind, m))
-            if number is not None:
-                homes[number][1].sharing(mine, needed, out)
+        if self.band == 1.0:
+            for m, needed in needed_shared(len(mine), floor, no_larger):
+                number = classes.get((kind, m))
+                if number is not None:
+                    homes[number][1].sharing(mine, needed, out)
+            return out
+        found: Passing = []
+        for band, needed, sizes in banded(len(mine), floor, no_larger, self.band):
+            number = classes.get((kind, band))
+            if number is None:
+                continue
+            homes[number][1].sharing(mine, needed, found)
+            for item in found:  # each at its own size's bound
+                if item[2] >= sizes.get(len(item[1]), len(mine) + 1):
+                    out.append(item)
+            found.clear()
         return out
+
+
+@functools.lru_cache(maxsize=256)
+def band_of(m: int, band: float) -> int:
+    """The band of set size `m`: m itself with `band` 1, else ⌊log m / log band⌋."""
+    return m if band == 1.0 or m < 1 else int(math.log(m) / math.log(band))
+
+
+@functools.lru_cache(maxsize=1024)
+def banded(
+    n: int, floor: float, no_larger: bool, band: float
+) -> tuple[tuple[int, int, dict[int, int]], ...]:
+    """`needed_shared` by band: (band, the fewest shared words of its sizes, each of its
+    sizes that can reach `floor` and the shared words that size needs)."""
+    grouped: dict[int, dict[int, int]] = {}
+    for m, needed in needed_shared(n, floor, no_larger):
+        grouped.setdefault(band_of(m, band), {})[m] = needed
+    return tuple((b, min(sizes.values()), sizes) for b, sizes in grouped.items())
 
 
 @functools.lru_cache(maxsize=1024)
