@@ -543,3 +543,21 @@ def test_types_never_pair() -> None:
     changes = Changes(("A", "B"), 2, "rule")
     assert similar_pairs(index, changes, {"A": a, "B": b}, 0.5, jaccard_rule(0.5)) == ({}, set())
 
+
+@settings(max_examples=300, deadline=None)
+@given(
+    left=st.lists(st.sampled_from(VOCAB), min_size=1, max_size=20),
+    right=st.lists(st.sampled_from(VOCAB), min_size=1, max_size=20),
+    threshold=st.sampled_from([0.2, 0.3, 0.368, 0.5]),
+)
+def test_what_the_penalty_ceiling_refuses_compare_refuses(
+    left: list[str], right: list[str], threshold: float
+) -> None:
+    """GC's rule refuses unread a pair whose score before the penalties cannot reach the
+    threshold after the least of them: compare refuses each of those."""
+    a, b = dedup.Side.of(entry("A", left)), dedup.Side.of(entry("B", right))
+    cfg = DedupConfig(threshold=threshold, floor=0.0)
+    plain = jaccard(left, right)
+    unworded = dedup.unworded_score(a, b, plain)
+    if unworded + dedup.penalty_ceiling(a, b) < threshold - 1e-9:
+        assert not dedup.compare(a, b, cfg).merges
