@@ -1,10 +1,11 @@
 """Keyword postings by type and keyword-set size, for exact Jaccard candidates (GC's index).
 
-The entries of one type whose distinct keywords number m form a class; each has a slot
-there (a freed slot is taken again first, so the slots stay dense). A word's postings in a
-class are a Python int used as a bitmap (`domain.bitsets`) once the word is held by 1 in
-`DENSE_SHARE` of the class, else an array of slots: a bitmap costs a bit per slot of the
-class, so it is kept only where it costs at most DENSE_SHARE / 8 bytes a holder.
+The entries of one type whose distinct keywords number m (or, for GC's index, whose m lie
+in one band of sizes: `GC_BAND`) form a class; each has a slot there (a freed slot is
+taken again first, so the slots stay dense). A word's postings in a class are a Python
+int used as a bitmap (`domain.bitsets`) once the word is held by 1 in `DENSE_SHARE` of the
+class, else an array of slots: a bitmap costs a bit per slot of the class, so it is kept
+only where it costs at most DENSE_SHARE / 8 bytes a holder.
 
 `passing` finds, per class whose size can reach the floor, the slots sharing enough words
 with a set: those counted in enough of its words' bitmaps and short arrays
