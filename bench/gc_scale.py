@@ -2,8 +2,8 @@
 against the exhaustive pass GC made before.
 
 The store is the corpus of `resolve_speed.py`: LoCoMo turns, then copies with about 40 % of
-their longer words swapped for words of the whole corpus, 30 s apart; keywords extracted as
-the add path extracts them. Entries are made directly, as an import loads them (no dedup on
+their longer words swapped for words of the whole corpus, 30 s apart; keywords extracted and
+tokens counted as the add path does. Entries are made directly, as an import loads them (no dedup on
 the way in), so near-duplicates stay for GC to merge: about one memory in eight is folded.
 All in process, pure domain code (`domain.gc.plan_gc`); nothing is written.
 
@@ -67,6 +67,7 @@ from mnemod.domain.similar_pairs import KeywordIndex, WordCounts  # noqa: E402
 from mnemod.domain.steps import run_through  # noqa: E402
 from mnemod.store.heap import YoungOnly  # noqa: E402
 from mnemod.store.lookup import Lookup  # noqa: E402
+from mnemod.tokens import token_counter  # noqa: E402
 from results import write_results  # noqa: E402
 
 START = datetime(2023, 1, 1, tzinfo=UTC)
@@ -76,6 +77,9 @@ T = TypeVar("T")
 
 
 def make_entries(source: Iterator[str], first: int, count: int, limit: int) -> list[Entry]:
+    """Entries as the add path stores them: keywords extracted and tokens counted (the pair
+    rule reads both: the balance of the lengths, the wording and clause penalties)."""
+    counter = token_counter(Config().tokens.encoding)
     out = []
     for index in range(first, first + count):
         content = next(source)
@@ -90,6 +94,7 @@ def make_entries(source: Iterator[str], first: int, count: int, limit: int) -> l
                 last_accessed_at=at,
                 expires_at=at + LIFETIME,
                 keywords=extract_keywords(content, limit),
+                tokens=counter.count(content),
             )
         )
     return out

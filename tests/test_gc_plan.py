@@ -465,12 +465,14 @@ def brute_passing(
     }
 
 
+@pytest.mark.parametrize("band", [1.0, size_classes.GC_BAND, 2.0])
 @pytest.mark.parametrize("dense_share", [1, 4, size_classes.GC_DENSE_SHARE])
-def test_passing_is_every_brute_force_match_after_changes(dense_share: int) -> None:
+def test_passing_is_every_brute_force_match_after_changes(dense_share: int, band: float) -> None:
     """Looked up from sets inside and outside the index, at and above its floor, after
     changes, removals and slots taken again, with words' postings as bitmaps or slots
-    and moved between the two as they are held by more or fewer: exactly the sets with
-    Jaccard ≥ floor are found, each with the words it shares."""
+    and moved between the two as they are held by more or fewer, in a class per set size
+    or per band of sizes: exactly the sets with Jaccard ≥ floor are found, each with the
+    words it shares, and with `no_larger` those of them no larger."""
     rng = random.Random(11)
     vocabulary = [f"w{i}" for i in range(40)]
 
@@ -478,7 +480,7 @@ def test_passing_is_every_brute_force_match_after_changes(dense_share: int) -> N
         return [*rng.sample(vocabulary, rng.randint(0, 14)), "common"]
 
     stored = {e.id: e for e in (entry(f"E{i:03d}", words(), i) for i in range(300))}
-    index = KeywordIndex(list(stored.values())[:150], dense_share=dense_share)
+    index = KeywordIndex(list(stored.values())[:150], dense_share=dense_share, band=band)
     for e in list(stored.values())[150:]:
         index.add(e)
     for e in list(stored.values())[:60]:
@@ -497,6 +499,8 @@ def test_passing_is_every_brute_force_match_after_changes(dense_share: int) -> N
             found = index.passing(probe, "context", threshold)
             assert len(found) == len(set(found))
             assert set(found) == brute_passing(stored.values(), probe, threshold)
+            smaller = index.passing(probe, "context", threshold, no_larger=True)
+            assert set(smaller) == brute_passing(stored.values(), probe, threshold, True)
 
 
 WORDS = st.lists(st.sampled_from(VOCAB), max_size=10)
@@ -538,3 +542,22 @@ def test_types_never_pair() -> None:
     index = KeywordIndex([a, b])
     changes = Changes(("A", "B"), 2, "rule")
     assert similar_pairs(index, changes, {"A": a, "B": b}, 0.5, jaccard_rule(0.5)) == ({}, set())
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    left=st.lists(st.sampled_from(VOCAB), min_size=1, max_size=20),
+    right=st.lists(st.sampled_from(VOCAB), min_size=1, max_size=20),
+    threshold=st.sampled_from([0.2, 0.3, 0.368, 0.5]),
+)
+def test_what_the_penalty_ceiling_refuses_compare_refuses(
+    left: list[str], right: list[str], threshold: float
+) -> None:
+    """GC's rule refuses unread a pair whose score before the penalties cannot reach the
+    threshold after the least of them: compare refuses each of those."""
+    a, b = dedup.Side.of(entry("A", left)), dedup.Side.of(entry("B", right))
+    cfg = DedupConfig(threshold=threshold, floor=0.0)
+    plain = jaccard(left, right)
+    unworded = dedup.unworded_score(a, b, plain)
+    if unworded + dedup.penalty_ceiling(a, b) < threshold - 1e-9:
+        assert not dedup.compare(a, b, cfg).merges

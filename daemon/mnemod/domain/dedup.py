@@ -136,6 +136,17 @@ def clause(a: Side, b: Side) -> float:
     return min(read, -CLAUSE_UNREAD) if _share(a, b) < 1.0 else read
 
 
+def penalty_ceiling(a: Side, b: Side, techniques: Collection[str] = TECHNIQUES) -> float:
+    """The most the penalties can leave of a score before any is read (≤ 0): a pair too
+    short to show a clause pays at least `CLAUSE_UNREAD` (`clause`), and none adds. A
+    caller with the pair's `unworded_score` (GC's rule) refuses what cannot reach the
+    threshold after it without reading them; 0 with containment, which merges a subset
+    whatever it scores."""
+    if "clauses" not in techniques or "containment" in techniques:
+        return 0.0
+    return -CLAUSE_UNREAD if _share(a, b) < 1.0 else 0.0
+
+
 def jaccard_floor(config: DedupConfig) -> float:
     """The plain keyword-set Jaccard every merge reaches. Candidate pairs are found at this
     bound; the score and the guards only ever refuse more."""

@@ -21,7 +21,15 @@ from datetime import datetime
 from typing import Any
 
 from mnemod.config import Config
-from mnemod.domain.dedup import TECHNIQUES, Side, compare, jaccard_floor, weight
+from mnemod.domain.dedup import (
+    TECHNIQUES,
+    Side,
+    compare,
+    jaccard_floor,
+    penalty_ceiling,
+    unworded_score,
+    weight,
+)
 from mnemod.domain.merge import MergeKind, decide_merge, merge_into
 from mnemod.domain.model import Entry
 from mnemod.domain.retention import is_expired
@@ -156,7 +164,7 @@ def merge_rule(config: Config, counts: WordCounts) -> tuple[float, PairRule]:
     balanced = "balance" in TECHNIQUES and "containment" not in TECHNIQUES
     refused = Verdict(None)
 
-    def rule(a: Entry, b: Entry, _jaccard: float) -> Verdict:
+    def rule(a: Entry, b: Entry, jaccard: float) -> Verdict:
         # the score is at most the balance of the lengths (compare's "balance"): a pair
         # far apart in length is refused without reading its words
         longer = max(a.tokens, b.tokens)
@@ -170,7 +178,14 @@ def merge_rule(config: Config, counts: WordCounts) -> tuple[float, PairRule]:
 
             weights[kind] = StoreWeights(frequency, counts.per_kind.get(kind, 0) - 2)
         (left, says_no), (right, other_says_no) = features.of(a), features.of(b)
-        verdict = compare(left, right, dedup_config, weights[kind], PAIR_TECHNIQUES)
+        # the penalties only lower the score: what cannot reach the threshold after the
+        # least of them is refused unread (compare would refuse it by its score)
+        unworded = unworded_score(left, right, jaccard, weights[kind], PAIR_TECHNIQUES)
+        if unworded + penalty_ceiling(left, right, PAIR_TECHNIQUES) < bound:
+            return refused
+        verdict = compare(
+            left, right, dedup_config, weights[kind], PAIR_TECHNIQUES, unworded=unworded
+        )
         if not verdict.merges or (late_negation and says_no != other_says_no):
             return refused
         return Verdict(verdict.score)

@@ -1,6 +1,6 @@
 """Near-duplicate pairs found without comparing every pair, nor again what did not change.
 
-`KeywordIndex` holds the entries' keywords, posted by type and set size (domain.
+`KeywordIndex` holds the entries' keywords, posted by type and set-size band (domain.
 size_classes), and remembers which entries were added or changed since the last GC plan
 was applied. A plan looks for pairs from those entries only, each finding exactly the
 entries whose plain Jaccard with it reaches the floor (`KeywordIndex.passing`); they are
@@ -43,7 +43,7 @@ from datetime import datetime
 from typing import NamedTuple
 
 from mnemod.domain.model import Entry
-from mnemod.domain.size_classes import GC_DENSE_SHARE, Passing, SizeClasses
+from mnemod.domain.size_classes import GC_BAND, GC_DENSE_SHARE, Passing, SizeClasses
 from mnemod.domain.steps import run_through
 
 
@@ -125,7 +125,7 @@ class KeywordIndex:
     The caller keeps it in step with its entries: `add` when an entry is stored or any
     field the pair rule reads changes (its keywords, type, content...), `discard` when it
     leaves; after applying a whole plan, `settle` with the plan's `Changes`. Each entry's
-    distinct words are posted by type and set size (domain.size_classes), so that
+    distinct words are posted by type and set-size band (domain.size_classes), so that
     `passing` finds exactly the entries whose plain Jaccard reaches a floor."""
 
     def __init__(
@@ -133,10 +133,11 @@ class KeywordIndex:
         entries: Iterable[Entry] = (),
         reweigh_at: float = REWEIGH_AT,
         dense_share: int = GC_DENSE_SHARE,
+        band: float = GC_BAND,
     ) -> None:
-        """`dense_share`: see domain.size_classes."""
+        """`dense_share`, `band`: see domain.size_classes."""
         self.reweigh_at = reweigh_at
-        self._classes = SizeClasses(dense_share)
+        self._classes = SizeClasses(dense_share, band)
         self._words: dict[str, tuple[str, ...]] = {}  # distinct, in the entry's order
         self._kinds: dict[str, str] = {}
         self._unposted: dict[str, None] = {}  # held, not posted yet (see `repost`)
