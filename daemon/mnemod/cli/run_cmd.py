@@ -44,7 +44,9 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
 
 def cmd_run(ctx: Context) -> int:
     from mnemod.runtime.daemon import Daemon, DaemonOptions  # the one command that needs it
+    from mnemod.store.heap import one_malloc_arena
 
+    one_malloc_arena()  # before any thread: what threads free goes back to one heap
     namespaces = served_namespaces(ctx)
     ctx.make_data_dir()
     daemon = Daemon(

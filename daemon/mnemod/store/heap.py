@@ -2,11 +2,15 @@
 
 The entries and their indexes are hundreds of thousands of objects that live as long as the
 process. The collector's full passes over them cost time at the worst moments: while they
-are read at start (3 of 8 s at 100,000 entries) and while requests are answered."""
+are read at start (3 of 8 s at 100,000 entries) and while requests are answered. And
+keeping what the daemon's threads free in one malloc heap (`one_malloc_arena`)."""
 
 from __future__ import annotations
 
+import ctypes
 import gc
+import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -79,3 +83,27 @@ class YoungOnly:
         YoungOnly.holding -= 1
         if self.was_enabled:
             gc.enable()
+
+
+M_ARENA_MAX = -8  # glibc's mallopt parameter
+
+
+def one_malloc_arena() -> bool:
+    """Have glibc's malloc serve every thread from one arena, for a long-running daemon.
+
+    By default each thread that allocates gets an arena of its own, and what such a thread
+    frees stays in its arena: the daemon's threads that briefly hold big buffers (the
+    checkpoint published at start-up, the checkpoint writer, Redis replies) left a warmed
+    100,000-memory daemon at about 370 MB resident where one arena holds it at about 250
+    MB. Python threads take turns under the GIL, so they hardly contend for the one arena.
+    Called before the daemon starts a thread; left alone where MALLOC_ARENA_MAX is set
+    (the person's choice) or where the C library is not glibc. True when it was set."""
+    if "MALLOC_ARENA_MAX" in os.environ or not sys.platform.startswith("linux"):
+        return False
+    try:
+        mallopt = ctypes.CDLL(None).mallopt  # the C library the interpreter runs on
+    except (OSError, AttributeError):  # no mallopt (its stub elsewhere answers 0)
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    return bool(mallopt(M_ARENA_MAX, 1))
