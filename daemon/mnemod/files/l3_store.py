@@ -443,7 +443,7 @@ class IndexWriter:
         named = identity(snapshot.log_seq, snapshot.last_event_id, format_time(now), seen)
         try:
             save_listing(listing_path(self.path), named, rows, refs)
-        except OSError:
+        except (OSError, TypeError):  # TypeError: a text orjson refuses (never made so)
             log.warning("listing.not_written", path=str(self.path), exc_info=True)
             return
         self._rows, self._rows_in = dict(zip(refs, rows, strict=True)), file_identity(seen)

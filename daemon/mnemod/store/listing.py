@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Iterable
-from itertools import repeat
-from operator import gt, itemgetter
+from itertools import compress, repeat
+from operator import and_, gt, itemgetter, not_
 from pathlib import Path
 from typing import Any
 
@@ -139,11 +139,13 @@ def _listed_lines(paths: NamespacePaths, type_: str | None, layer: str | None) -
     keys: list[tuple[str, str]] = []
     lines: list[str] = []
     if layer in (None, "l3"):
-        if touched or type_ is not None:
-            rows = zip(listing.created, listing.ids, listing.types, listing.lines, strict=True)
-            kept = [r for r in rows if r[1] not in touched and type_ in (None, r[2])]
-            keys = [(created, entry_id) for created, entry_id, _, _ in kept]
-            lines = [line for _, _, _, line in kept]
+        if touched or type_ is not None:  # a mask made in C calls, as the rows are many
+            masks = [] if type_ is None else [list(map(type_.__eq__, listing.types))]
+            if touched:
+                masks.append(list(map(not_, map(touched.__contains__, listing.ids))))
+            mask = masks[0] if len(masks) == 1 else list(map(and_, *masks))
+            keys = list(compress(listing.keys, mask))
+            lines = list(compress(listing.lines, mask))
         else:
             keys = listing.keys
             lines = listing.lines
