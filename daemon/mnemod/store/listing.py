@@ -18,6 +18,7 @@ namespace, which also says what is wrong with a damaged file.
 
 from __future__ import annotations
 
+import os
 from bisect import bisect_left
 from collections.abc import Iterable
 from itertools import compress, repeat
@@ -29,9 +30,9 @@ import orjson
 
 from mnemod.domain.model import Entry
 from mnemod.errors import CorruptFileError
-from mnemod.files.entry_texts import span
+from mnemod.files.entry_texts import file_identity, span
 from mnemod.files.l3_store import entry_slices
-from mnemod.files.listing_file import identity, listing_path, read_listing, row_line
+from mnemod.files.listing_file import Listing, identity, listing_path, read_listing, row_line
 from mnemod.ids import ID_PATTERN
 from mnemod.store.paths import NamespacePaths
 from mnemod.store.reader import Unsure, head_of, read_head_stat, records_after, replayed
@@ -135,7 +136,7 @@ def _listed_lines(paths: NamespacePaths, type_: str | None, layer: str | None) -
     if listing is None:
         return None
     records, log, touched = records_after(paths, head)
-    named_l3 = _objects(paths, listing.ids, listing.refs, touched) if touched else []
+    named_l3 = _objects(paths, seen, listing, touched) if touched else []
     keys: list[tuple[str, str]] = []
     lines: list[str] = []
     if layer in (None, "l3"):
@@ -171,12 +172,15 @@ def _listed_lines(paths: NamespacePaths, type_: str | None, layer: str | None) -
 
 
 def _objects(
-    paths: NamespacePaths, ids: list[str], refs: list[int], wanted: set[str]
+    paths: NamespacePaths, seen: os.stat_result, listing: Listing, wanted: set[str]
 ) -> list[dict[str, Any]]:
-    """The checkpoint's objects of the wanted ids, read where the listing says they lie."""
+    """The checkpoint's objects of the wanted ids, read where the listing says they lie,
+    from the checkpoint whose head was read (`seen`), not one written since."""
     found = []
     with Path(paths.index).open("rb") as handle:
-        for entry_id, ref in zip(ids, refs, strict=True):
+        if file_identity(os.fstat(handle.fileno())) != file_identity(seen):
+            raise Unsure
+        for entry_id, ref in zip(listing.ids, listing.refs, strict=True):
             if entry_id in wanted:
                 start, length = span(ref)
                 handle.seek(start)
