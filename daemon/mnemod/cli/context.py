@@ -122,17 +122,9 @@ class Context:
 
     def row_line(self, row: dict[str, Any], layer: str = "") -> str:
         """An entry's line from its `to_dict()`."""
-        expires = row["expires_at"] or "never"
-        content = row["content"]
-        if len(content) > 80:
-            content = content[:77] + "..."
-        content = content.replace("\n", " ")
-        label = f" [{row['key']}]" if row["key"] else ""
-        where = f"{layer} " if layer else ""
-        return (
-            f"{row['id']}  {where}{row['type']:<10} imp={row['importance']} "
-            f"acc={row['access_count']} expires={expires}{label}  {content}"
-        )
+        from mnemod.files.listing_file import row_line
+
+        return row_line(row, layer)
 
     def entry_detail(self, entry: Entry, layer: str) -> str:
         data = entry.to_dict()

@@ -91,6 +91,11 @@ class Source:
     def unchanged(self) -> bool:
         return _identity(os.fstat(self.fd)) == self._seen
 
+    @property
+    def seen(self) -> tuple[int, int, int, int]:
+        """The file as opened (device, inode, size, time)."""
+        return self._seen
+
     def read(self, start: int, length: int) -> bytes:
         data = os.pread(self.fd, length, start)
         if len(data) != length:
@@ -101,6 +106,16 @@ class Source:
 def _read(source: Source | None, start: int, length: int) -> bytes:
     assert source is not None, "a reference without its file"
     return source.read(start, length)
+
+
+def span(ref: int) -> tuple[int, int]:
+    """(start, length) of a reference."""
+    return _span(ref)
+
+
+def file_identity(stat: os.stat_result) -> tuple[int, int, int, int]:
+    """A file's identity as `Source.seen` gives it."""
+    return _identity(stat)
 
 
 def _identity(stat: os.stat_result) -> tuple[int, int, int, int]:

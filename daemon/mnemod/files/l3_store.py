@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import orjson
 import structlog
@@ -30,7 +30,22 @@ from mnemod.clock import format_time
 from mnemod.domain.model import Entry
 from mnemod.errors import CorruptIndexError, InvalidInputError
 from mnemod.files.atomic import atomic_write_chunks
-from mnemod.files.entry_texts import Source, Stored, entry_json, reference
+from mnemod.files.entry_texts import (
+    Source,
+    Stored,
+    entry_json,
+    file_identity,
+    reference,
+    span,
+)
+from mnemod.files.listing_file import (
+    Row,
+    identity,
+    listing_path,
+    read_listing,
+    row_of,
+    save_listing,
+)
 
 FORMAT = "mnemod.l3/2"
 ENTRIES_MARK = b',"entries":['  # where save_index's head ends and the L3 entries begin
@@ -331,6 +346,10 @@ class IndexWriter:
         self._lock = threading.Lock()
         self._taken = 0  # only the engine's thread takes snapshots
         self._written = 0
+        # the listing's rows of the last checkpoint written, by each entry's reference into
+        # it, and that file (`Source.seen`): an unchanged entry's row is taken from here
+        self._rows: dict[int, Row] = {}
+        self._rows_in: tuple[int, int, int, int] | None = None
 
     def job(self, snapshot: L3Snapshot, now: datetime, stored: Stored) -> Callable[[], bool]:
         """The write of `snapshot` (see `save_index`), to run here or on another thread; it
@@ -344,12 +363,87 @@ class IndexWriter:
                 with self._lock:
                     if taken < self._written:
                         return False
+                    rows = self._listing_rows(stored)
                     new = save_index(self.path, snapshot, now, stored)
                     self._written = taken
-                    source = Source.open(self.path, self.path.stat())
+                    seen = self.path.stat()
+                    self._write_listing(snapshot, now, seen, rows, new)
+                    source = Source.open(self.path, seen)
                     stored.written = None if source is None else (source, new)
                     return True
             finally:
                 stored.release()
 
         return write
+
+    def _listing_rows(self, stored: Stored) -> list[Row] | None:
+        """The listing's rows of the snapshot's entries, in its order: a changed entry's
+        from its text, an unchanged one's from the last listing written (or the one on
+        disk, of the checkpoint its reference points into), else from its bytes there.
+        None when they cannot be told (the file referred to changed in place)."""
+        source = stored.source
+        if source is not None and not source.unchanged():
+            return None
+        known: dict[Any, Row] = {}  # by reference: a text is no key
+        if source is not None:
+            known = self._rows if source.seen == self._rows_in else self._rows_on_disk(source)
+        pieces = stored.pieces
+        rows: list[Row | None] = list(map(known.get, pieces))
+        try:
+            for at in [at for at, row in enumerate(rows) if row is None]:
+                piece = pieces[at]
+                if isinstance(piece, int):
+                    assert source is not None, "a reference without its file"
+                    rows[at] = row_of(orjson.loads(source.read(*span(piece))))
+                else:
+                    rows[at] = row_of(orjson.loads(piece))
+        except (OSError, ValueError, KeyError, TypeError):
+            log.warning("listing.rows_unknown", path=str(self.path), exc_info=True)
+            return None
+        return cast(list[Row], rows)  # none left None
+
+    def _rows_on_disk(self, source: Source) -> dict[int, Row]:
+        """The rows of the listing on disk, when it and the checkpoint at `path` are of the
+        file `source` (the first checkpoint a process writes)."""
+        try:
+            seen = self.path.stat()
+            if file_identity(seen) != source.seen:
+                return {}
+            with self.path.open("rb") as handle:
+                start = handle.read(1 << 16)
+        except OSError:
+            return {}
+        at = start.find(ENTRIES_MARK)
+        try:
+            head = orjson.loads(start[:at] + b"}") if at >= 0 else None
+        except orjson.JSONDecodeError:
+            return {}
+        if not isinstance(head, dict):
+            return {}
+        named = identity(
+            head.get("log_seq", 0), head.get("last_event_id"), head.get("saved_at"), seen
+        )
+        found = read_listing(listing_path(self.path), named)
+        return {} if found is None else found.rows()
+
+    def _write_listing(
+        self,
+        snapshot: L3Snapshot,
+        now: datetime,
+        seen: os.stat_result,
+        rows: list[Row] | None,
+        refs: list[int],
+    ) -> None:
+        """The listing of the checkpoint just written (files.listing_file). Without rows,
+        or when it cannot be written, the file left is of an older checkpoint, which its
+        readers tell."""
+        self._rows, self._rows_in = {}, None
+        if rows is None:
+            return
+        named = identity(snapshot.log_seq, snapshot.last_event_id, format_time(now), seen)
+        try:
+            save_listing(listing_path(self.path), named, rows, refs)
+        except (OSError, TypeError):  # TypeError: a text orjson refuses (never made so)
+            log.warning("listing.not_written", path=str(self.path), exc_info=True)
+            return
+        self._rows, self._rows_in = dict(zip(refs, rows, strict=True)), file_identity(seen)

@@ -18,21 +18,24 @@ namespace, which also says what is wrong with a damaged file.
 
 from __future__ import annotations
 
+import os
+from bisect import bisect_left
 from collections.abc import Iterable
-from itertools import repeat
-from operator import gt, itemgetter
+from itertools import compress, repeat
+from operator import and_, gt, itemgetter, not_
 from pathlib import Path
 from typing import Any
 
 import orjson
-import re2  # google-re2: one linear pass over the checkpoint's entries
 
 from mnemod.domain.model import Entry
 from mnemod.errors import CorruptFileError
+from mnemod.files.entry_texts import file_identity, span
 from mnemod.files.l3_store import entry_slices
+from mnemod.files.listing_file import Listing, identity, listing_path, read_listing, row_line
 from mnemod.ids import ID_PATTERN
 from mnemod.store.paths import NamespacePaths
-from mnemod.store.reader import Unsure, head_of, records_after, replayed
+from mnemod.store.reader import Unsure, head_of, read_head_stat, records_after, replayed
 
 # Each field of an entry as mnemod writes it (compact JSON, Entry.to_dict's fields), as the
 # listing relies on it: what it prints or sorts on typed and formed as written, the rest typed.
@@ -111,6 +114,83 @@ def _committed_rows(
     return rows
 
 
+def listed_lines(
+    paths: NamespacePaths, type_: str | None = None, layer: str | None = None
+) -> list[str] | None:
+    """The lines `committed_rows` gives (as `row_line` makes them), read from the listing
+    file of the checkpoint (files.listing_file) and the change-log records after it; None
+    when there is no such file of this checkpoint, or this read cannot be sure."""
+    try:
+        return _listed_lines(paths, type_, layer)
+    except (Unsure, CorruptFileError, OSError, KeyError, TypeError, ValueError):
+        return None
+
+
+def _listed_lines(paths: NamespacePaths, type_: str | None, layer: str | None) -> list[str] | None:
+    found = read_head_stat(paths.index)
+    if found is None:
+        return None
+    head, seen = found
+    named = identity(head.log_seq, head.last_event_id, head.saved_at, seen)
+    listing = read_listing(listing_path(paths.index), named)
+    if listing is None:
+        return None
+    records, log, touched = records_after(paths, head)
+    named_l3 = _objects(paths, seen, listing, touched) if touched else []
+    keys: list[tuple[str, str]] = []
+    lines: list[str] = []
+    if layer in (None, "l3"):
+        if touched or type_ is not None:  # a mask made in C calls, as the rows are many
+            masks = [] if type_ is None else [list(map(type_.__eq__, listing.types))]
+            if touched:
+                masks.append(list(map(not_, map(touched.__contains__, listing.ids))))
+            mask = masks[0] if len(masks) == 1 else list(map(and_, *masks))
+            keys = list(compress(listing.keys, mask))
+            lines = list(compress(listing.lines, mask))
+        else:
+            keys = listing.keys
+            lines = listing.lines
+    state = replayed(paths, head, named_l3, records, log)
+    extra: list[tuple[tuple[str, str], str]] = []
+    pools = {"l3": state.entries.values(), "l2": state.l2.values()}
+    for name, pool in pools.items():
+        if layer in (None, name):
+            for entry in _of_type(pool, type_, touched, name):
+                data = entry.to_dict()
+                extra.append(((data["created_at"], data["id"]), row_line(data, name)))
+    if not extra:
+        return lines
+    out: list[str] = []
+    done = 0
+    for key, line in sorted(extra):
+        at = bisect_left(keys, key, done)
+        out.extend(lines[done:at])
+        out.append(line)
+        done = at
+    out.extend(lines[done:])
+    return out
+
+
+def _objects(
+    paths: NamespacePaths, seen: os.stat_result, listing: Listing, wanted: set[str]
+) -> list[dict[str, Any]]:
+    """The checkpoint's objects of the wanted ids, read where the listing says they lie,
+    from the checkpoint whose head was read (`seen`), not one written since."""
+    found = []
+    with Path(paths.index).open("rb") as handle:
+        if file_identity(os.fstat(handle.fileno())) != file_identity(seen):
+            raise Unsure
+        for entry_id, ref in zip(listing.ids, listing.refs, strict=True):
+            if entry_id in wanted:
+                start, length = span(ref)
+                handle.seek(start)
+                item = orjson.loads(handle.read(length))
+                if type(item) is not dict or item.get("id") != entry_id:
+                    raise Unsure
+                found.append(item)
+    return found
+
+
 def _list_end(raw: bytes) -> int:
     """Where the entries' list of a checkpoint ends (its `]`), or -1 when the file does not
     end as mnemod writes it (`]}`, then maybe white space)."""
@@ -143,6 +223,8 @@ def _check_all(raw: bytes, start: int, end: int, first: Any) -> None:
     if any(name not in _VALUES for name in fields):
         raise Unsure
     entry = rb"\{" + b",".join(b'"' + n.encode() + b'":' + _VALUES[n] for n in fields) + rb"\}"
+    import re2  # google-re2: one linear pass; not loaded by a read of the listing file
+
     options = re2.Options()
     options.max_mem = 64 << 20  # the DFA's states: more than the default, none left to build
     if not re2.compile(rb"(?:" + entry + rb",)*" + entry, options).fullmatch(raw, start, end):

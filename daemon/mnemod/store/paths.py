@@ -1,6 +1,7 @@
 """Where a namespace's files live.
 
-`<data>/<namespace>/{log/, l2/, l3/index.json, l3/archive.jsonl, history.jsonl, .lock}`, and
+`<data>/<namespace>/{log/, l2/, l3/index.json, l3/listing.json, l3/archive.jsonl, history.jsonl,
+.lock}`, and
 `<data>/.diverged/<namespace>-<time>/`: copies a follower set aside.
 """
 

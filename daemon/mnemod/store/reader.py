@@ -52,12 +52,20 @@ class Head:
     l2: list[dict[str, Any]]
     l2_written: dict[str, str]
     entries_at: int  # where the L3 entries' list starts
+    saved_at: str | None = None
 
 
 def read_head(path: Path) -> Head | None:
     """The head of a checkpoint as mnemod writes it (None: none, or not in that layout)."""
+    found = read_head_stat(path)
+    return None if found is None else found[0]
+
+
+def read_head_stat(path: Path) -> tuple[Head, os.stat_result] | None:
+    """`read_head`, and the stat of the file it was read from."""
     try:
         with path.open("rb") as handle:
+            seen = os.fstat(handle.fileno())
             data = handle.read(1 << 16)
             while ENTRIES_MARK not in data and len(data) < _HEAD_LIMIT:
                 more = handle.read(len(data))
@@ -66,7 +74,8 @@ def read_head(path: Path) -> Head | None:
                 data += more
     except OSError:
         return None
-    return head_of(data)
+    head = head_of(data)
+    return None if head is None else (head, seen)
 
 
 def head_of(data: bytes) -> Head | None:
@@ -86,7 +95,9 @@ def head_of(data: bytes) -> Head | None:
         return None
     if (last is not None and not isinstance(last, str)) or not isinstance(written, dict):
         return None
-    return Head(seq, last, stats, l2, written, at + len(ENTRIES_MARK))
+    saved = head.get("saved_at")
+    saved = saved if isinstance(saved, str) else None
+    return Head(seq, last, stats, l2, written, at + len(ENTRIES_MARK), saved)
 
 
 def committed_stats(paths: NamespacePaths) -> tuple[dict[str, Any], str | None] | None:
