@@ -346,10 +346,6 @@ class IndexWriter:
         self._lock = threading.Lock()
         self._taken = 0  # only the engine's thread takes snapshots
         self._written = 0
-        # the listing's rows of the last checkpoint written, by each entry's reference into
-        # it, and that file (`Source.seen`): an unchanged entry's row is taken from here
-        self._rows: dict[int, Row] = {}
-        self._rows_in: tuple[int, int, int, int] | None = None
 
     def job(self, snapshot: L3Snapshot, now: datetime, stored: Stored) -> Callable[[], bool]:
         """The write of `snapshot` (see `save_index`), to run here or on another thread; it
@@ -378,15 +374,17 @@ class IndexWriter:
 
     def _listing_rows(self, stored: Stored) -> list[Row] | None:
         """The listing's rows of the snapshot's entries, in its order: a changed entry's
-        from its text, an unchanged one's from the last listing written (or the one on
-        disk, of the checkpoint its reference points into), else from its bytes there.
+        from its text, an unchanged one's from the listing on disk of the checkpoint its
+        reference points into (read again each time: kept in memory, the rows of 100,000
+        entries would hold some 25 MB for a write every few minutes), else from its bytes
+        there.
         None when they cannot be told (the file referred to changed in place)."""
         source = stored.source
         if source is not None and not source.unchanged():
             return None
         known: dict[Any, Row] = {}  # by reference: a text is no key
         if source is not None:
-            known = self._rows if source.seen == self._rows_in else self._rows_on_disk(source)
+            known = self._rows_on_disk(source)
         pieces = stored.pieces
         rows: list[Row | None] = list(map(known.get, pieces))
         try:
@@ -404,7 +402,7 @@ class IndexWriter:
 
     def _rows_on_disk(self, source: Source) -> dict[int, Row]:
         """The rows of the listing on disk, when it and the checkpoint at `path` are of the
-        file `source` (the first checkpoint a process writes)."""
+        file `source`."""
         try:
             seen = self.path.stat()
             if file_identity(seen) != source.seen:
@@ -437,7 +435,6 @@ class IndexWriter:
         """The listing of the checkpoint just written (files.listing_file). Without rows,
         or when it cannot be written, the file left is of an older checkpoint, which its
         readers tell."""
-        self._rows, self._rows_in = {}, None
         if rows is None:
             return
         named = identity(snapshot.log_seq, snapshot.last_event_id, format_time(now), seen)
@@ -445,5 +442,3 @@ class IndexWriter:
             save_listing(listing_path(self.path), named, rows, refs)
         except (OSError, TypeError):  # TypeError: a text orjson refuses (never made so)
             log.warning("listing.not_written", path=str(self.path), exc_info=True)
-            return
-        self._rows, self._rows_in = dict(zip(refs, rows, strict=True)), file_identity(seen)
