@@ -35,6 +35,23 @@ def test_the_members_of_enough_sets_are_counted(
     assert held_by(bitmaps, lists, needed) == expected
 
 
+@given(st.lists(st.frozensets(st.integers(0, 40)), max_size=40), st.integers(0, 41))
+def test_counts_past_the_planes_held_in_names_are_exact(
+    sets: list[frozenset[int]], needed: int
+) -> None:
+    """Many bitmaps over few members: counts of 16 and more carry into the planes above the
+    four the count holds in local names (bitsets.summed)."""
+    from collections import Counter
+
+    from mnemod.domain.bitsets import counted, from_members, held_by, summed
+
+    bitmaps = [from_members(each) for each in sets]
+    assert summed(bitmaps) == counted(bitmaps)
+    counts = Counter(i for each in sets for i in each)
+    expected = sorted(i for i, n in counts.items() if n >= max(1, needed))
+    assert held_by(bitmaps, [], needed) == expected
+
+
 KEYWORD_SETS = st.lists(st.sampled_from([f"w{i}" for i in range(6)]), max_size=5)
 
 
