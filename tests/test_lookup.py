@@ -123,3 +123,48 @@ def test_a_size_class_holds_each_words_slots(rng: random.Random, dense: int) -> 
             slots = members(posted) if isinstance(posted, int) else sorted(posted)
             assert slots == sorted(s for s, held in holders.items() if word in held)
     assert len(home) == len(holders)
+
+
+@settings(max_examples=200)
+@given(st.integers(0, 2**32), st.sampled_from([0.1, 0.2, 0.372, 0.5, 0.8]))
+def test_the_lookup_scoring_best_bound_first_finds_what_scoring_every_one_finds(
+    seed: int, threshold: float
+) -> None:
+    """`Lookup.similar` scores its candidates lazily (best balance first, then best score
+    before penalties) and stops once no bound left can reach the best found: it must return
+    the very entry and score that judging every stored entry returns, the lowest id of
+    those that tie (many do here: few words, repeated sets and lengths)."""
+    from collections import Counter
+
+    from mnemod.config import DedupConfig
+    from mnemod.domain.dedup import ProbeWeights, Side, compare
+    from mnemod.domain.text_cues import negated
+    from mnemod.store.lookup import Lookup
+
+    rng = random.Random(seed)
+    vocabulary = [f"w{i}" for i in range(7)]
+
+    def made(entry_id: str) -> Entry:
+        made = entry(entry_id, rng.sample(vocabulary, rng.randint(1, 6)))
+        made.tokens = rng.randint(1, 30)
+        if rng.random() < 0.3:
+            made.content = f"not {made.content}"
+        return made
+
+    entries = {f"E{i:02d}": made(f"E{i:02d}") for i in range(rng.randint(1, 60))}
+    new = made("P")
+    lookup = Lookup()
+    for each in entries.values():
+        lookup.add(each)
+    config = DedupConfig(threshold=threshold, floor=min(threshold, 0.3))
+    mine = frozenset(new.keywords)
+    holding = Counter(w for e in entries.values() for w in set(e.keywords))
+    weights = ProbeWeights(mine, holding.__getitem__, len(entries) - 1)
+    side = Side(mine, new.content, new.tokens, negated(new.content))
+    best: tuple[float, str] | None = None
+    for other_id, other in entries.items():
+        verdict = compare(side, Side.of(other), config, weights)
+        if verdict.merges and (best is None or (-verdict.score, other_id) < (-best[0], best[1])):
+            best = (verdict.score, other_id)
+    found = lookup.similar(new, entries, config)
+    assert (None if found is None else (found[1], found[0].id)) == best
