@@ -30,6 +30,7 @@ from mnemod.domain.dedup import (
     Side,
     compare,
     jaccard_floor,
+    penalty_ceiling,
     unworded_score,
 )
 from mnemod.domain.model import Entry
@@ -140,9 +141,11 @@ class Lookup:
         # than `entry` is not compared. Its score before its penalties (unworded_score, the
         # credit for both texts negating capped at 1) is at most the balance too, and bounds
         # its score: the candidates are judged best bound first, each bound the balance
-        # until that is its best and then refined to the unworded score, until no bound
-        # left can reach the best score found (or the threshold). A candidate whose balance
-        # is below the best found is never scored
+        # until that is its best and then refined to the unworded score plus the least
+        # penalty the pair pays (penalty_ceiling: a pair too short to show a clause pays at
+        # least CLAUSE_UNREAD), until no bound left can reach the best score found (or the
+        # threshold). A candidate whose balance is below the best found is never scored,
+        # one whose refined bound is below the threshold never judged
         length, bound = entry.tokens, config.threshold - 1e-9
         balanced: list[tuple[float, str, tuple[str, ...], int]] = []
         for other_id, listed, shared in self._passing(kind, mine, threshold):
@@ -159,7 +162,8 @@ class Lookup:
         # the new text's negation is read once; a candidate's only when the new text
         # negates (else the guard reads it, for a pair that would merge)
         probe = Side(mine, entry.content, length, negated(entry.content))
-        scored: list[tuple[float, str, Side]] = []  # a heap: (−unworded score, id, side)
+        # a heap: (−(unworded score + penalty_ceiling), id, unworded score, side)
+        scored: list[tuple[float, str, float, Side]] = []
         best_id, best_score = "", -1.0
         at = 0
         while True:
@@ -176,11 +180,12 @@ class Lookup:
                     side = side._replace(negates=negated(side.text))
                 plain = shared / (size + len(listed) - shared)
                 most = unworded_score(probe, side, plain, weights)
-                if most >= bound:
-                    heapq.heappush(scored, (-most, other_id, side))
+                at_most = most + penalty_ceiling(probe, side)
+                if at_most >= bound:
+                    heapq.heappush(scored, (-at_most, other_id, most, side))
                 continue
-            most, other_id, side = heapq.heappop(scored)
-            verdict = compare(probe, side, config, weights, unworded=-most)
+            _, other_id, most, side = heapq.heappop(scored)
+            verdict = compare(probe, side, config, weights, unworded=most)
             score = verdict.score
             if verdict.merges and (
                 score > best_score or (score == best_score and other_id < best_id)
