@@ -35,6 +35,23 @@ def test_the_members_of_enough_sets_are_counted(
     assert held_by(bitmaps, lists, needed) == expected
 
 
+@given(st.lists(st.frozensets(st.integers(0, 40)), max_size=40), st.integers(0, 41))
+def test_counts_past_the_planes_held_in_names_are_exact(
+    sets: list[frozenset[int]], needed: int
+) -> None:
+    """Many bitmaps over few members: counts of 16 and more carry into the planes above the
+    four the count holds in local names (bitsets.summed)."""
+    from collections import Counter
+
+    from mnemod.domain.bitsets import counted, from_members, held_by, summed
+
+    bitmaps = [from_members(each) for each in sets]
+    assert summed(bitmaps) == counted(bitmaps)
+    counts = Counter(i for each in sets for i in each)
+    expected = sorted(i for i, n in counts.items() if n >= max(1, needed))
+    assert held_by(bitmaps, [], needed) == expected
+
+
 KEYWORD_SETS = st.lists(st.sampled_from([f"w{i}" for i in range(6)]), max_size=5)
 
 
@@ -106,3 +123,48 @@ def test_a_size_class_holds_each_words_slots(rng: random.Random, dense: int) -> 
             slots = members(posted) if isinstance(posted, int) else sorted(posted)
             assert slots == sorted(s for s, held in holders.items() if word in held)
     assert len(home) == len(holders)
+
+
+@settings(max_examples=200)
+@given(st.integers(0, 2**32), st.sampled_from([0.1, 0.2, 0.372, 0.5, 0.8]))
+def test_the_lookup_scoring_best_bound_first_finds_what_scoring_every_one_finds(
+    seed: int, threshold: float
+) -> None:
+    """`Lookup.similar` scores its candidates lazily (best balance first, then best score
+    before penalties) and stops once no bound left can reach the best found: it must return
+    the very entry and score that judging every stored entry returns, the lowest id of
+    those that tie (many do here: few words, repeated sets and lengths)."""
+    from collections import Counter
+
+    from mnemod.config import DedupConfig
+    from mnemod.domain.dedup import ProbeWeights, Side, compare
+    from mnemod.domain.text_cues import negated
+    from mnemod.store.lookup import Lookup
+
+    rng = random.Random(seed)
+    vocabulary = [f"w{i}" for i in range(7)]
+
+    def made(entry_id: str) -> Entry:
+        made = entry(entry_id, rng.sample(vocabulary, rng.randint(1, 6)))
+        made.tokens = rng.randint(1, 30)
+        if rng.random() < 0.3:
+            made.content = f"not {made.content}"
+        return made
+
+    entries = {f"E{i:02d}": made(f"E{i:02d}") for i in range(rng.randint(1, 60))}
+    new = made("P")
+    lookup = Lookup()
+    for each in entries.values():
+        lookup.add(each)
+    config = DedupConfig(threshold=threshold, floor=min(threshold, 0.3))
+    mine = frozenset(new.keywords)
+    holding = Counter(w for e in entries.values() for w in set(e.keywords))
+    weights = ProbeWeights(mine, holding.__getitem__, len(entries) - 1)
+    side = Side(mine, new.content, new.tokens, negated(new.content))
+    best: tuple[float, str] | None = None
+    for other_id, other in entries.items():
+        verdict = compare(side, Side.of(other), config, weights)
+        if verdict.merges and (best is None or (-verdict.score, other_id) < (-best[0], best[1])):
+            best = (verdict.score, other_id)
+    found = lookup.similar(new, entries, config)
+    assert (None if found is None else (found[1], found[0].id)) == best

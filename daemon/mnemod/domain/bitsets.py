@@ -57,6 +57,30 @@ def counted(sets: Iterable[int], planes: list[int] | None = None) -> list[int]:
     return planes
 
 
+def summed(sets: Iterable[int]) -> list[int]:
+    """`counted(sets)` from scratch, the four lowest planes held in local names (no list
+    indexing, no loop over the planes): counts of 16 and more carry into the planes above,
+    counted once at the end."""
+    p0 = p1 = p2 = p3 = 0
+    high: list[int] = []
+    for carry in sets:
+        carry, p0 = p0 & carry, p0 ^ carry
+        if carry:
+            carry, p1 = p1 & carry, p1 ^ carry
+            if carry:
+                carry, p2 = p2 & carry, p2 ^ carry
+                if carry:
+                    carry, p3 = p3 & carry, p3 ^ carry
+                    if carry:
+                        high.append(carry)
+    planes = [p0, p1, p2, p3]
+    if high:
+        planes.extend(counted(high))
+    while planes and not planes[-1]:
+        planes.pop()
+    return planes
+
+
 def reaching(planes: Sequence[int], needed: int) -> int:
     """The members whose count in `planes` (`counted`) is at least `needed` (≥ 1): greater
     at the first plane, from the top, where the two differ, or equal throughout."""
@@ -80,7 +104,7 @@ def held_by(bitmaps: Sequence[int], lists: Sequence[Sequence[int]], needed: int)
     some member could still reach `needed` were it in every list left: often none can,
     and the longer lists are never read."""
     needed = max(1, needed)
-    planes = counted(bitmaps)
+    planes = summed(bitmaps)
     left = len(lists)
     for each in sorted(lists, key=len):
         lowest = needed - left

@@ -20,16 +20,17 @@ Made with `words=False`, it keeps only the labels and aliases until its owner se
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter
 from collections.abc import Callable
 
 from mnemod.config import DedupConfig
 from mnemod.domain.dedup import (
-    NEGATION_CREDIT,
     ProbeWeights,
     Side,
     compare,
     jaccard_floor,
+    penalty_ceiling,
     unworded_score,
 )
 from mnemod.domain.model import Entry
@@ -137,47 +138,54 @@ class Lookup:
 
         weights = ProbeWeights(mine, stored, max(0, self._per_kind[kind] - 1 - indexed))
         # the score is at most the balance of lengths: a candidate far longer or shorter
-        # than `entry` is not compared
+        # than `entry` is not compared. Its score before its penalties (unworded_score, the
+        # credit for both texts negating capped at 1) is at most the balance too, and bounds
+        # its score: the candidates are judged best bound first, each bound the balance
+        # until that is its best and then refined to the unworded score plus the least
+        # penalty the pair pays (penalty_ceiling: a pair too short to show a clause pays at
+        # least CLAUSE_UNREAD), until no bound left can reach the best score found (or the
+        # threshold). A candidate whose balance is below the best found is never scored,
+        # one whose refined bound is below the threshold never judged
         length, bound = entry.tokens, config.threshold - 1e-9
-        # each candidate's score before its penalties (unworded_score) bounds its score: they are
-        # judged best bound first, until no bound left can reach the best score found. The
-        # credit for both texts negating adds at most NEGATION_CREDIT × the balance: the
-        # bounds are first taken without it, and the new text's negation is read only when
-        # a candidate may reach the threshold with it (a candidate's only when the new text
-        # negates; else the guard reads it, for a pair that would merge)
-        probe = Side(mine, entry.content, length, False)
-        hopeful: list[tuple[float, str, Side, float]] = []
+        balanced: list[tuple[float, str, tuple[str, ...], int]] = []
         for other_id, listed, shared in self._passing(kind, mine, threshold):
             if other_id == entry.id:
                 continue
-            plain = shared / (size + len(listed) - shared)
-            other = entries[other_id]
-            longer = max(length, other.tokens)
-            balance = min(length, other.tokens) / longer if longer else 1.0
-            if balance < bound:
-                continue
-            side = Side(frozenset(listed), other.content, other.tokens, None)
-            most = unworded_score(probe, side, plain, weights)
-            if min(balance, most + NEGATION_CREDIT * balance) >= bound:
-                hopeful.append((most, other_id, side, plain))
-        if not hopeful:
+            tokens = entries[other_id].tokens
+            longer = max(length, tokens)
+            balance = min(length, tokens) / longer if longer else 1.0
+            if balance >= bound:
+                balanced.append((balance, other_id, listed, shared))
+        if not balanced:
             return None
+        balanced.sort(key=_by_balance)
+        # the new text's negation is read once; a candidate's only when the new text
+        # negates (else the guard reads it, for a pair that would merge)
         probe = Side(mine, entry.content, length, negated(entry.content))
-        bounded: list[tuple[float, str, Side]] = []
-        for most, other_id, side, plain in hopeful:
-            if probe.negates and negated(side.text):
-                side = side._replace(negates=True)
-                most = unworded_score(probe, side, plain, weights)
-            elif probe.negates:
-                side = side._replace(negates=False)
-            if most >= bound:
-                bounded.append((-most, other_id, side))
-        bounded.sort()
+        # a heap: (−(unworded score + penalty_ceiling), id, unworded score, side)
+        scored: list[tuple[float, str, float, Side]] = []
         best_id, best_score = "", -1.0
-        for most, other_id, side in bounded:
-            if -most < best_score:
+        at = 0
+        while True:
+            balance = balanced[at][0] if at < len(balanced) else -1.0
+            top = -scored[0][0] if scored else -1.0
+            if max(balance, top) < max(best_score, bound):
                 break  # every one left scores below the best: ties cannot reach it either
-            verdict = compare(probe, side, config, weights, unworded=-most)
+            if balance >= top:
+                _, other_id, listed, shared = balanced[at]
+                at += 1
+                other = entries[other_id]
+                side = Side(frozenset(listed), other.content, other.tokens, None)
+                if probe.negates:
+                    side = side._replace(negates=negated(side.text))
+                plain = shared / (size + len(listed) - shared)
+                most = unworded_score(probe, side, plain, weights)
+                at_most = most + penalty_ceiling(probe, side)
+                if at_most >= bound:
+                    heapq.heappush(scored, (-at_most, other_id, most, side))
+                continue
+            _, other_id, most, side = heapq.heappop(scored)
+            verdict = compare(probe, side, config, weights, unworded=most)
             score = verdict.score
             if verdict.merges and (
                 score > best_score or (score == best_score and other_id < best_id)
@@ -191,3 +199,8 @@ class Lookup:
         that can reach it, the slots held by enough of the words' postings
         (`SizeClasses.passing`)."""
         return self._classes.passing(mine, kind, threshold)
+
+
+def _by_balance(candidate: tuple[float, str, object, int]) -> tuple[float, str]:
+    """Largest balance first (then by id: the order does not change what is found)."""
+    return -candidate[0], candidate[1]
