@@ -107,6 +107,8 @@ class EventStream:
                 if not str(reply).startswith(("NOGROUP", "UNBLOCKED")):
                     raise reply
                 raise GroupMissingError(str(reply)[:80]) from reply
+            if isinstance(reply, Exception):  # a cluster pipeline's node lost mid-failover
+                raise reply
         batches = cast(Batches, replies[0] or [])
         found = cast(list[dict[str, Any]], replies[1]) if after is not None else []
         return batches, (str(found[0]["message_id"]) if found else None)
