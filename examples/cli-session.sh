@@ -38,7 +38,7 @@ $M add "Sprint 12 is half done" --type progress >/dev/null
 at 2026-03-09T09:00:00Z
 $M gc --dry-run
 $M gc
-tail -n 1 "$MNEMOD_DATA_DIR/default/l3/archive.jsonl" | python3 -c 'import json,sys; r=json.load(sys.stdin); print("archived:", r["entry"]["content"], "|", r["reason"])'
+grep '"Sprint 12 is half done"' "$MNEMOD_DATA_DIR/default/l3/archive.jsonl" | tail -n 1 | python3 -c 'import json,sys; r=json.load(sys.stdin); print("archived:", r["entry"]["content"], "|", r["reason"])'
 
 say "a non-chaining merge: A~C and B~C pass 0.5, A~B does not → one merge, not a chain"
 export MNEMOD_DEDUP_THRESHOLD=0.95   # (a separate namespace, so nothing else takes part)
