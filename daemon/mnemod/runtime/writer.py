@@ -188,7 +188,7 @@ class Writer:
                 self.maintenance.run(maintenance.SLICE_SECONDS)
         for stream, messages in batches:
             if stream not in streams:  # held from the last read
-                self._apply_held(messages, read_at, result)
+                self._apply_within_step(messages, read_at, result)
                 continue
             got[stream] = len(messages)
             if messages and stream == self.keys.events:
@@ -198,7 +198,7 @@ class Writer:
                 # until the snapshot covers it, so re-reading from "0" would see it again)
                 self.read_from[stream] = messages[-1][0]
             if stream == self.keys.events:
-                self._apply_held(messages, read_at, result)
+                self._apply_within_step(messages, read_at, result)
                 continue
             for event_id, raw in messages:
                 self._answer(event_id, raw or {})
@@ -226,7 +226,7 @@ class Writer:
         maintenance.note_stall("step", began)
         return result
 
-    def _apply_held(
+    def _apply_within_step(
         self, messages: list[tuple[str, dict[str, str]]], since: float, result: BatchResult
     ) -> None:
         """Apply `messages` in order until STEP_SECONDS have passed `since`; hold the rest."""
