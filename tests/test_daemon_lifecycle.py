@@ -24,7 +24,7 @@ from daemon_proc import (
     pending,
     serving_one_fact,
 )
-from helpers import wait_until
+from helpers import run_cli, wait_until
 from mnemod.client import Client as MemoryClient
 from mnemod.clock import parse_time
 from mnemod.redisio.embedded import EmbeddedRedis
@@ -118,6 +118,32 @@ def test_resolve_selections_are_kept_through_a_sigterm(daemons: DaemonFactory) -
     assert proc.wait_exit(timeout=30) == 0
     (entry,) = [e for e in index_entries(data) if e["id"] == entry_id]
     assert (entry["access_count"], entry["selected_count"]) == (5, 5)
+
+
+def test_stats_beside_a_running_daemon_come_from_it(daemons: DaemonFactory) -> None:
+    """`mnemod stats` asks the daemon (an `op stats` request on the rpc stream), which holds
+    what the files would need a replay of the records after the checkpoint to tell; the
+    answer is the one the files give once it stops."""
+    data = daemons.data_dir()
+    proc = daemons.daemon(data).start()
+    url = proc.url_from_stdout()
+    proc.wait_log("daemon.running")
+    client = daemons.client(url)
+    with MemoryClient(url) as memory:
+        memory.add("Ferries to Texel leave Den Helder every hour", wait=15)
+        memory.add("The user's dog is called Bao", type="relation", importance=4, wait=15)
+        answer = memory.stats()
+    assert answer["counts"]["entries"] == 2
+    assert answer["counts"]["by_type"] == {"context": 1, "relation": 1}
+    assert answer["counts"]["tokens"] > 0
+    asked = len(client.xrange(KEYS.rpc))
+    live = json.loads(run_cli(data, "stats", "--json").stdout)
+    requests = client.xrange(KEYS.rpc)
+    assert len(requests) == asked + 1 and requests[-1][1]["op"] == "stats"
+    assert (live["l3"], live["l3_by_type"]) == (2, {"context": 1, "relation": 1})
+    proc.signal(signal.SIGTERM)
+    assert proc.wait_exit(timeout=30) == 0
+    assert json.loads(run_cli(data, "stats", "--json").stdout) == live
 
 
 def test_sighup_reloads_config_and_keeps_old_on_error(daemons: DaemonFactory) -> None:

@@ -6,7 +6,7 @@ import pytest
 
 from mnemod.errors import InvalidInputError
 from mnemod.redisio.keys import Keys
-from mnemod.redisio.rpc import parse_request, reply_target
+from mnemod.redisio.rpc import ResolveRequest, StatsRequest, parse_request, reply_target
 
 KEYS = Keys("mnemod", "default")
 
@@ -17,6 +17,7 @@ def request(**fields: str) -> dict[str, str]:
 
 def test_a_good_request() -> None:
     parsed = parse_request("1-0", request(budget="500", session="s", trace="1"), KEYS)
+    assert isinstance(parsed, ResolveRequest)
     assert (parsed.budget, parsed.session, parsed.trace) == (500, "s", True)
 
 
@@ -52,3 +53,12 @@ def test_missing_prompt() -> None:
     del raw["prompt"]
     with pytest.raises(InvalidInputError, match="prompt: missing"):
         parse_request("1-0", raw, KEYS)
+
+
+def test_a_stats_request_needs_only_its_reply_target() -> None:
+    parsed = parse_request("1-0", {"op": "stats", "reply_to": "agent:reply:1"}, KEYS)
+    assert isinstance(parsed, StatsRequest)
+    assert (parsed.request_id, parsed.reply_to) == ("1-0", "agent:reply:1")
+    with pytest.raises(InvalidInputError) as caught:
+        parse_request("1-0", {"op": "stats"}, KEYS)
+    assert caught.value.field == "reply_to"

@@ -296,7 +296,7 @@ class Client:
         with _redis_errors():
             return read_status(self.redis, self.keys)
 
-    # -- resolve (rpc) -------------------------------------------------------------------
+    # -- rpc (resolve, stats) ------------------------------------------------------------
     def resolve(
         self,
         prompt: str,
@@ -324,16 +324,27 @@ class Client:
             isinstance(budget, bool) or not isinstance(budget, int) or not 1 <= budget <= MAX_BUDGET
         ):
             raise InvalidInputError("budget", f"must be a whole number from 1 to {MAX_BUDGET}")
-        # Any key outside mnemod's own `<prefix>:{ns}:` space may receive the answer.
-        # In the namespace's hash slot (`{ns}`), so a cluster serves it where the rpc stream is.
-        reply_to = f"{self.keys.prefix}-reply:{{{self.keys.namespace}}}:{uuid.uuid4().hex}"
-        fields: dict[str, str] = {"op": "resolve", "prompt": prompt, "reply_to": reply_to}
+        fields: dict[str, str] = {"op": "resolve", "prompt": prompt}
         if budget is not None:
             fields["budget"] = str(budget)
         if session:
             fields["session"] = session
         if trace:
             fields["trace"] = "1"
+        return self._ask(fields, timeout)
+
+    def stats(self, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
+        """The namespace's counts as the daemon holds them: `counts` (entries by type, L2 by
+        type, promotable entries, the L3 entries' tokens), `last_event_id`, `l1` and
+        `l1_problems`. Raises as `resolve` does."""
+        return self._ask({"op": "stats"}, timeout)
+
+    def _ask(self, fields: dict[str, str], timeout: float) -> dict[str, Any]:
+        """Send an rpc request and wait for its JSON answer."""
+        # Any key outside mnemod's own `<prefix>:{ns}:` space may receive the answer.
+        # In the namespace's hash slot (`{ns}`), so a cluster serves it where the rpc stream is.
+        reply_to = f"{self.keys.prefix}-reply:{{{self.keys.namespace}}}:{uuid.uuid4().hex}"
+        fields = {**fields, "reply_to": reply_to}
         deadline = time.monotonic() + timeout
         with _redis_errors():
             request_id = self.stream.request(fields)

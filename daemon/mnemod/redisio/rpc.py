@@ -1,7 +1,8 @@
 """RPC requests on `mnemod:{ns}:rpc`: parse a request and shape its reply.
 
 A request carries `op=resolve`, `prompt`, `budget`, optional `session` and `trace`, and
-`reply_to`: the list the JSON answer is pushed to (it expires after 60 s). A malformed
+`reply_to`: the list the JSON answer is pushed to (it expires after 60 s). `op=stats` with
+`reply_to` alone asks for the namespace's counts as the daemon holds them. A malformed
 request is answered with an error when it names a usable `reply_to`; otherwise it goes to the
 dead-letter stream. Nothing is dropped silently.
 """
@@ -21,7 +22,7 @@ if TYPE_CHECKING:  # the client checks requests without loading the ranking
 REPLY_TTL_SECONDS = 60
 MAX_PROMPT_CHARS = 100_000
 MAX_BUDGET = 1_000_000
-OPS = ("resolve",)
+OPS = ("resolve", "stats")
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,12 @@ class ResolveRequest:
     budget: int | None
     session: str | None
     trace: bool
+    reply_to: str
+
+
+@dataclass(frozen=True)
+class StatsRequest:
+    request_id: str
     reply_to: str
 
 
@@ -50,7 +57,7 @@ def reply_target(raw: dict[str, str], keys: Keys) -> str | None:
 
 def parse_request(
     request_id: str, raw: dict[str, str], keys: Keys, max_budget: int = MAX_BUDGET
-) -> ResolveRequest:
+) -> ResolveRequest | StatsRequest:
     where = f"rpc {request_id}"
     check_text(raw, where)
     reply_to = reply_target(raw, keys)
@@ -59,6 +66,8 @@ def parse_request(
     op = raw.get("op", "")
     if op not in OPS:
         raise InvalidInputError("op", f"unknown op {op[:40]!r} (known: {', '.join(OPS)})", where)
+    if op == "stats":
+        return StatsRequest(request_id, reply_to)
     prompt = raw.get("prompt")
     if prompt is None:
         raise InvalidInputError("prompt", "missing", where)

@@ -28,6 +28,7 @@ from mnemod.redisio.keys import Keys
 from mnemod.redisio.replies import ReplyChannel
 from mnemod.redisio.rpc import (
     ResolveRequest,
+    StatsRequest,
     parse_request,
     reply_target,
     result_payload,
@@ -105,7 +106,10 @@ class RpcServer:
             self._refuse(request_id, raw, str(exc), reply_target(raw, self.keys))
             return
         try:
-            self._answer(request_id, raw, request, started)
+            if isinstance(request, StatsRequest):
+                self._answer_stats(request, raw)
+            else:
+                self._answer(request_id, raw, request, started)
         except FAILOVER_ERRORS:
             raise  # not the request's fault: answered once Redis settles (it stays pending)
         except redis.ResponseError as exc:
@@ -146,6 +150,22 @@ class RpcServer:
             items=len(result.items),
             ms=round(seconds * 1000, 2),
         )
+
+    def _answer_stats(self, request: StatsRequest, raw: dict[str, str]) -> None:
+        """The namespace's counts as applied here (what `mnemod stats` prints): read from
+        the running daemon, they cost a pass over the entries in memory, where the files
+        beside it can hold a checkpoint and many records after it to replay."""
+        engine = self.engine
+        payload = {
+            "ok": True,
+            "id": request.request_id,
+            "counts": engine.stats(),
+            "last_event_id": engine.last_event_id,
+            "l1": len(engine.l1_items()),
+            "l1_problems": [str(p) for p in engine.l1_problems],
+        }
+        self._push(request.reply_to, payload, request.request_id)
+        self._sent.append(_Sent(request.request_id, raw, request.reply_to))
 
     def _refuse(self, request_id: str, raw: dict[str, str], error: str, target: str | None) -> None:
         """Answer `error` on `target`; with no usable target, or when that fails too, keep

@@ -100,20 +100,27 @@ def head_of(data: bytes) -> Head | None:
     return Head(seq, last, stats, l2, written, at + len(ENTRIES_MARK), saved)
 
 
-def committed_stats(paths: NamespacePaths) -> tuple[dict[str, Any], str | None] | None:
+def committed_stats(
+    paths: NamespacePaths, replay: bool = True
+) -> tuple[dict[str, Any], str | None] | None:
     """(the namespace's counts as `Engine.stats` gives them, the last event id applied) as
     committed now: the checkpoint's stats, moved by the records after it (the entries
     those name are read from the checkpoint as they were, in one pass over its ids).
-    None when the checkpoint has no such stats or does not read this way."""
+    None when the checkpoint has no such stats or does not read this way, or, with
+    `replay=False`, when records follow it."""
     try:
-        return _committed_stats(paths)
+        return _committed_stats(paths, replay)
     except (Unsure, CorruptFileError, OSError, KeyError, TypeError):
         return None
 
 
-def _committed_stats(paths: NamespacePaths) -> tuple[dict[str, Any], str | None] | None:
+def _committed_stats(
+    paths: NamespacePaths, replay: bool
+) -> tuple[dict[str, Any], str | None] | None:
     head = read_head(paths.index)
     if head is None or not all(name in head.stats for name in STATS_FIELDS):
+        return None
+    if not replay and not none_after(paths.log_dir, head.log_seq):
         return None
     records, log, touched = records_after(paths, head)
     stats = {k: dict(v) if isinstance(v, dict) else v for k, v in head.stats.items()}
