@@ -239,6 +239,8 @@ def extrapolate(rows: list[dict[str, Any]]) -> None:
     """The exhaustive pass beyond the largest size timed, as n² from it."""
     timed_rows = [r for r in rows if "exhaustive_s" in r]
     if not timed_rows:
+        for row in rows:
+            row["exhaustive"] = "not run (--exhaustive-max below every size)"
         return
     base = max(timed_rows, key=lambda r: r["entries"])
     for row in rows:
