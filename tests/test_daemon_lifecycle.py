@@ -25,6 +25,7 @@ from daemon_proc import (
     serving_one_fact,
 )
 from helpers import run_cli, wait_until
+from mnemod.cli.maintenance import STATS_REPLAY_MOST
 from mnemod.client import Client as MemoryClient
 from mnemod.clock import parse_time
 from mnemod.redisio.embedded import EmbeddedRedis
@@ -121,26 +122,29 @@ def test_resolve_selections_are_kept_through_a_sigterm(daemons: DaemonFactory) -
 
 
 def test_stats_beside_a_running_daemon_come_from_it(daemons: DaemonFactory) -> None:
-    """`mnemod stats` asks the daemon (an `op stats` request on the rpc stream), which holds
-    what the files would need a replay of the records after the checkpoint to tell; the
-    answer is the one the files give once it stops."""
+    """`mnemod stats` asks the daemon (an `op stats` request on the rpc stream) when the
+    records after the checkpoint name more entries than it would read from the file one by
+    one; the answer is the one the files give once the daemon stops."""
     data = daemons.data_dir()
     proc = daemons.daemon(data).start()
     url = proc.url_from_stdout()
     proc.wait_log("daemon.running")
     client = daemons.client(url)
+    rng = random.Random(7)
     with MemoryClient(url) as memory:
-        memory.add("Ferries to Texel leave Den Helder every hour", wait=15)
+        for _ in range(STATS_REPLAY_MOST):
+            memory.add(distinct_content(rng))
         memory.add("The user's dog is called Bao", type="relation", importance=4, wait=15)
         answer = memory.stats()
-    assert answer["counts"]["entries"] == 2
-    assert answer["counts"]["by_type"] == {"context": 1, "relation": 1}
+    kinds = {"context": STATS_REPLAY_MOST, "relation": 1}
+    assert answer["counts"]["entries"] == STATS_REPLAY_MOST + 1
+    assert answer["counts"]["by_type"] == kinds
     assert answer["counts"]["tokens"] > 0
     asked = len(client.xrange(KEYS.rpc))
     live = json.loads(run_cli(data, "stats", "--json").stdout)
     requests = client.xrange(KEYS.rpc)
     assert len(requests) == asked + 1 and requests[-1][1]["op"] == "stats"
-    assert (live["l3"], live["l3_by_type"]) == (2, {"context": 1, "relation": 1})
+    assert (live["l3"], live["l3_by_type"]) == (STATS_REPLAY_MOST + 1, kinds)
     proc.signal(signal.SIGTERM)
     assert proc.wait_exit(timeout=30) == 0
     assert json.loads(run_cli(data, "stats", "--json").stdout) == live

@@ -101,28 +101,28 @@ def head_of(data: bytes) -> Head | None:
 
 
 def committed_stats(
-    paths: NamespacePaths, replay: bool = True
+    paths: NamespacePaths, most: int | None = None
 ) -> tuple[dict[str, Any], str | None] | None:
     """(the namespace's counts as `Engine.stats` gives them, the last event id applied) as
     committed now: the checkpoint's stats, moved by the records after it (the entries
     those name are read from the checkpoint as they were, in one pass over its ids).
-    None when the checkpoint has no such stats or does not read this way, or, with
-    `replay=False`, when records follow it."""
+    None when the checkpoint has no such stats or does not read this way, or when the
+    records after it name more than `most` entries."""
     try:
-        return _committed_stats(paths, replay)
+        return _committed_stats(paths, most)
     except (Unsure, CorruptFileError, OSError, KeyError, TypeError):
         return None
 
 
 def _committed_stats(
-    paths: NamespacePaths, replay: bool
+    paths: NamespacePaths, most: int | None
 ) -> tuple[dict[str, Any], str | None] | None:
     head = read_head(paths.index)
     if head is None or not all(name in head.stats for name in STATS_FIELDS):
         return None
-    if not replay and not none_after(paths.log_dir, head.log_seq):
-        return None
     records, log, touched = records_after(paths, head)
+    if most is not None and len(touched) > most:
+        return None
     stats = {k: dict(v) if isinstance(v, dict) else v for k, v in head.stats.items()}
     state = _l2_state(head)
     for raw in _l3_objects(paths.index, head.entries_at, touched):
