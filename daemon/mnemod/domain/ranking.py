@@ -107,12 +107,22 @@ class RankingSettings:
     date_slack_days: float = 7.0  # … or this soon after it (events are told after they happen)
     # person cues (domain/person_cues.py): a question after several things about someone
     speaker_weight: float = 1.0  # … and a memory attributed to them: × (1 + this)
+    # a prompt's word in no memory (domain/word_kin.py): its kin count this × a word's BM25
+    kin_weight: float = 0.5
 
 
 @functools.lru_cache(maxsize=WORDS_CACHED)
 def fold(word: str) -> str:
-    """A second, light stemming pass: painted/painting/paints → paint, loved/love → lov.
-    Cached like `keywords.term_of`, for the same reason."""
+    """A second, light stemming pass: painted/painting/paints → paint, loved/love → lov,
+    and a final y after a consonant as i, as "-ied" leaves it: applied/apply/applies →
+    appli, studying/studied → studi. Cached like `keywords.term_of`, for the same reason."""
+    folded = _fold_suffix(word)
+    if len(folded) > 3 and folded[-1] == "y" and folded[-2] not in "aeiouy" and folded.isascii():
+        return folded[:-1] + "i"
+    return folded
+
+
+def _fold_suffix(word: str) -> str:
     if not word.isascii() or len(word) <= 4:
         return word
     if word.endswith("ing") and len(word) >= 6:
