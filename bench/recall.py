@@ -63,6 +63,7 @@ PLAIN_BM25 = RankingSettings(
     when_weight=0.0,
     date_weight=0.0,
     speaker_weight=0.0,
+    kin_weight=0.0,
 )
 DEFAULT = RankingSettings()
 # the default ranking with one technique off: what each earns
@@ -73,6 +74,7 @@ ABLATIONS = {
     "-neighbours": replace(DEFAULT, neighbour_weight=0.0),
     "-answers": replace(DEFAULT, answer_weight=DEFAULT.neighbour_weight),
     "-folding": replace(DEFAULT, fold_suffixes=False),
+    "-kin": replace(DEFAULT, kin_weight=0.0),
 }
 
 

@@ -8,7 +8,8 @@ Selection order:
    the prompt; a pattern that does not compile is skipped, never fatal;
 3. cold — everything else that matches the prompt, scored by BM25 with mild importance and
    frecency priors and the prompt's time and person cues (see `ranking`, `time_cues`,
-   `person_cues`), packed greedily in score order (skipping what does not fit; score per
+   `person_cues`; a prompt's word that no memory holds counts through its kin, see
+   `word_kin`), packed greedily in score order (skipping what does not fit; score per
    token is a setting, and measured worse).
 
 Only a bounded pool is ranked: the BM25 top-k of the cold items (k = `pool_size(budget)`,
@@ -39,7 +40,7 @@ from __future__ import annotations
 import bisect
 import math
 import statistics
-from collections.abc import Callable, Set
+from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -62,6 +63,7 @@ from mnemod.domain.ranking import (
     with_neighbours,
 )
 from mnemod.domain.time_cues import asks_when, date_spans, tells_when
+from mnemod.domain.word_kin import kin
 from mnemod.tokens import TokenCounter
 
 _LAYER_RANK = {"l1": 0, "l2": 1, "l3": 2}
@@ -297,6 +299,7 @@ class Resolver:
             key=lambda c: (-c.importance, -fixed.get(c.id, 0.0), c.created_at, c.id),
         )
         cue, most = self._cues(prompt, now)  # the cues' factors (1 for none)
+        extra = self._kin_scores(words, skip)  # what the kin of words in no memory add
         packed: _Packed
         size = self.pool_size(budget) if pool is None else pool
         while True:
@@ -307,7 +310,9 @@ class Resolver:
                     {i: s for i, s in self.index.scores(words).items() if i not in skip},
                     complete=True,
                 )
-            ranked, floor = self._cold(words, found, fixed, skip, now, cue)
+            if extra:
+                found = self._with_kin(words, found, extra, size)
+            ranked, floor = self._cold(words, found, fixed, skip, now, cue, extra)
             beyond = 0
             if not found.complete:
                 beyond = found.count_at_least(floor, skip | {row[1] for row in ranked})
@@ -354,6 +359,37 @@ class Resolver:
         most = when_factor * (date_factor if spans else 1.0) * (person_factor if people else 1.0)
         return factor, most
 
+    def _kin_scores(self, words: list[str], skip: Set[str]) -> dict[str, float]:
+        """For the prompt's words that no memory holds, what their kin (domain/word_kin.py)
+        add to each memory holding one: `kin_weight` × the kin's BM25. Empty (nothing to
+        add) when every word is held."""
+        weight = self.settings.kin_weight
+        if weight <= 0:
+            return {}
+        index = self.index
+        extra: dict[str, float] = {}
+        for word in dict.fromkeys(words):
+            for term in kin(word, lambda term: index.df(term) > 0):
+                for doc_id, value in index.term_scores(term).items():
+                    if doc_id not in skip:
+                        extra[doc_id] = extra.get(doc_id, 0.0) + weight * value
+        return extra
+
+    def _with_kin(self, words: list[str], found: TopK, extra: dict[str, float], size: int) -> TopK:
+        """The hits with what the kin add (`_kin_scores`): the BM25 top-k plus the memories
+        holding a kin, each scored by its words' BM25 and its kin's part; of a pruned
+        search's, the best `size` (a complete one keeps every match, as it holds them)."""
+        scores = found.scores
+        new = [doc_id for doc_id in extra if doc_id not in scores]
+        own = self.index.score_docs(words, new, found) if new and not found.complete else {}
+        joined = {doc_id: value + extra.get(doc_id, 0.0) for doc_id, value in scores.items()}
+        for doc_id in new:
+            joined[doc_id] = own.get(doc_id, 0.0) + extra[doc_id]
+        best = sorted(joined.items(), key=lambda row: (-row[1], row[0]))
+        if not found.complete:
+            best = best[: max(size, len(scores))]
+        return replace(found, scores=dict(best))
+
     def _tells_when(self, candidate: Candidate) -> bool:
         """cues.tells_when of the candidate's content, kept until the content changes."""
         known = candidate.timed
@@ -386,6 +422,7 @@ class Resolver:
         skip: Set[str],
         now: datetime,
         cue: Callable[[Candidate], float] | None = None,
+        extra: Mapping[str, float] | None = None,
     ) -> tuple[list[_Ranked], float]:
         """Cold candidates in packing order, and the relevance floor.
 
@@ -396,7 +433,9 @@ class Resolver:
         a question) × the k-th BM25, which only reorders the tail, far below what fits the
         budget. With every match in `found` (`complete`) this is the exact ranking.
 
-        `cue` (see `_cues`) multiplies each candidate's score.
+        `cue` (see `_cues`) multiplies each candidate's score. `extra` (see `_kin_scores`) is
+        what the kin of the prompt's unheld words add to a memory's BM25; the hits in
+        `found` have it already.
 
         Each row is (packing key, id, score, BM25, matched); the rows sort in packing order
         (the key is the negated score per cost**density_exponent, ties by id).
@@ -410,6 +449,9 @@ class Resolver:
             if not found.complete:  # complete: neighbours outside the hits match nothing
                 outside = {o for row in near.values() for o, _ in row if o not in hits}
                 bm25 = {**hits, **self.index.score_docs(words, outside - skip, found)}
+                if extra:  # the neighbours' kin, as the hits have theirs
+                    for doc_id in outside.intersection(extra).difference(skip):
+                        bm25[doc_id] = bm25.get(doc_id, 0.0) + extra[doc_id]
             relevance = with_neighbours(bm25, near, settings, self._asks)
         best = max(max(hits.values(), default=0.0), max(fixed.values(), default=0.0))
         floor = settings.min_relative_score * best
