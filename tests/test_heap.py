@@ -1,10 +1,11 @@
 """The collector pause around loading leaves the collector as the application had it; the
-daemon keeps its threads to one malloc arena."""
+daemon keeps its threads to one malloc arena and hands freed memory back."""
 
 from __future__ import annotations
 
 import gc
 import platform
+import subprocess
 import sys
 from collections.abc import Iterator
 
@@ -37,12 +38,40 @@ def test_collector_is_restored_when_loading_fails() -> None:
     assert gc.isenabled()
 
 
-@pytest.mark.skipif(
+GLIBC = pytest.mark.skipif(
     not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc",
-    reason="glibc's malloc arenas",
+    reason="glibc's malloc",
 )
+
+
+@GLIBC
 def test_a_daemon_keeps_its_threads_to_one_malloc_arena(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
     assert one_malloc_arena()
     monkeypatch.setenv("MALLOC_ARENA_MAX", "4")  # a person's own setting is left as it is
     assert not one_malloc_arena()
+
+
+FREED_IN_THE_MIDDLE = """
+from mnemod.store.heap import release_free_memory
+def rss():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS"):
+            return int(line.split()[1]) // 1024
+held = [bytearray(60_000) for _ in range(2000)]  # 120 MB of malloc's heap, not mmap's
+last = bytearray(60_000)  # keeps what is freed below it in the middle of the heap
+del held
+before = rss()
+assert release_free_memory()
+print(before, rss())
+"""
+
+
+@GLIBC
+@pytest.mark.process
+def test_memory_freed_in_the_middle_of_the_heap_goes_back_to_the_system() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", FREED_IN_THE_MIDDLE], capture_output=True, text=True, check=True
+    )
+    before, after = map(int, done.stdout.split())
+    assert before - after >= 100, (before, after)  # MB

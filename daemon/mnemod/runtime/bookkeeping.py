@@ -19,7 +19,7 @@ from typing import Protocol
 
 from mnemod.runtime.hot_sync import HotSync
 from mnemod.store.engine import Engine
-from mnemod.store.heap import freeze_heap
+from mnemod.store.heap import freeze_heap, release_free_memory
 
 SLICE_SECONDS = 0.002  # one slice while no request waits
 CATCH_UP_SECONDS = 0.001  # one slice after a batch, under a load that never pauses
@@ -109,6 +109,7 @@ class Bookkeeping:
             engine.warm(deadline - time.perf_counter())
             if not engine.cold:
                 freeze_heap()  # what the warm built lives as long as the engine
+                release_free_memory()  # what the start-up read and parsed is freed
 
     def _touch(self, limit: int | None) -> None:
         """Bring `limit` sealed accesses (all with None) into the hot layer. The newest

@@ -44,7 +44,7 @@ from mnemod.runtime.hot_sync import HotSync
 from mnemod.runtime.maintenance import Job, Maintenance
 from mnemod.runtime.metrics import Metrics
 from mnemod.store.engine import Engine
-from mnemod.store.heap import freeze_young
+from mnemod.store.heap import freeze_young, release_free_memory
 
 log = structlog.get_logger("mnemod.writer")
 CONSUMER = "writer"  # one name for every leader, so a new leader inherits the pending list
@@ -519,6 +519,7 @@ class Writer:
             )
         if job.kind != "expiry" and not job.dry_run:
             freeze_young()  # what GC left is long-lived again
+            release_free_memory()  # and its plan is freed
 
     def record_job(self, name: str, result: dict[str, Any]) -> None:
         self.job_results[name] = {"at": self.clock.now().isoformat(), "ok": True, **result}

