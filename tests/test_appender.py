@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
+import pytest
+
+from helpers import read_only
 from mnemod.files.atomic import FILE_MODE, Appender, append_bytes
 from mnemod.files.change_log import ChangeLog
 from mnemod.files.journal import JournalFiles
@@ -73,3 +77,18 @@ def test_journal_lines_reach_their_files_and_close_releases_them(tmp_path: Path)
     assert archive == [{"reason": "x", "seq": 1}]
     files.close()
     assert open_fds() == before
+
+
+@pytest.mark.process
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("mount") is None, reason="mounts as root")
+def test_a_file_whose_folder_went_read_only_fails_to_append(tmp_path: Path) -> None:
+    folder = tmp_path / "data"
+    folder.mkdir()
+    path = folder / "held.jsonl"
+    appender = Appender()
+    appender.append(path, b"first\n")
+    with read_only(folder), pytest.raises(OSError):
+        appender.append(path, b"second\n")  # not through the descriptor opened before
+    assert appender.append(path, b"third\n") == len(b"first\n")
+    assert path.read_bytes() == b"first\nthird\n"
+    appender.close()
