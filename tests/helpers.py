@@ -6,7 +6,8 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
@@ -25,6 +26,17 @@ def wait_until(predicate: Callable[[], T], timeout: float = 5.0, interval: float
             name = getattr(predicate, "__name__", repr(predicate))
             raise AssertionError(f"condition {name} not met within {timeout:g} s")
         time.sleep(interval)
+
+
+@contextmanager
+def read_only(folder: Path) -> Iterator[None]:
+    """`folder` read-only for a while, open files and all (a bind mount over itself)."""
+    subprocess.run(["mount", "--bind", str(folder), str(folder)], check=True)
+    try:
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(folder)], check=True)
+        yield
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False)
 
 
 def run_cli(

@@ -14,11 +14,9 @@ import os
 import random
 import shutil
 import signal
-import subprocess
 import threading
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,7 +33,7 @@ from daemon_proc import (
     pending,
     unread,
 )
-from helpers import wait_until
+from helpers import read_only, wait_until
 from mnemod.files.journal import read_jsonl
 from mnemod.files.l2_markdown import parse_l2
 from mnemod.redisio.embedded import DAEMON_CLIENT, EmbeddedRedis
@@ -151,17 +149,6 @@ def check_against(model: Model, data: Path) -> None:
     archived = Counter(r["entry"]["id"] for r in read_jsonl(paths.archive))
     off = {i: archived[i] for i in model.removed if archived[i] != 1}
     assert not off, f"one archived copy each, not {off}"
-
-
-@contextmanager
-def read_only(folder: Path) -> Iterator[None]:
-    """`folder` read-only for a while, open files and all (a bind mount over itself)."""
-    subprocess.run(["mount", "--bind", str(folder), str(folder)], check=True)
-    try:
-        subprocess.run(["mount", "-o", "remount,bind,ro", str(folder)], check=True)
-        yield
-    finally:
-        subprocess.run(["umount", "-l", str(folder)], check=False)
 
 
 def start(daemons: DaemonFactory, data: Path, **kwargs: Any) -> DaemonProc:

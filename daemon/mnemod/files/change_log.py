@@ -30,7 +30,7 @@ import orjson
 import structlog
 
 from mnemod.errors import CorruptFileError
-from mnemod.files.atomic import append_bytes, fsync_dir
+from mnemod.files.atomic import Appender, fsync_dir
 
 log = structlog.get_logger("mnemod.log")
 SEGMENT_BYTES = 32 * 1024 * 1024
@@ -152,6 +152,7 @@ class ChangeLog:
         # the last record's line (None: log empty), or where a long one lies in its segment
         self._last: bytes | tuple[Path, int, int] | None = None
         self._last_crc: int | None = None
+        self._appender = Appender()  # the newest segment, held open between appends
         self._open()
 
     # ---- reading ---------------------------------------------------------------------
@@ -286,7 +287,7 @@ class ChangeLog:
             seq = found
         data = b"".join(lines)
         path = self._segment_for(self.last_seq + 1)
-        before = append_bytes(path, data)
+        before = self._appender.append(path, data)
         if before == 0:
             fsync_dir(self.folder)
         self._newest = path
@@ -294,6 +295,10 @@ class ChangeLog:
         self.last_seq = seq
         last = lines[-1]
         self._keep_last(path, self._size - len(last), len(last), last)
+
+    def close(self) -> None:
+        """Close the newest segment's descriptor (an append opens it again)."""
+        self._appender.close()
 
     def _keep_last(self, path: Path, offset: int, length: int, line: bytes | None) -> None:
         """Hold the last record's line (given when it is short), or only where it lies when

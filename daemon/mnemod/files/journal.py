@@ -15,7 +15,13 @@ import structlog
 
 from mnemod.clock import format_time
 from mnemod.domain.model import Entry
-from mnemod.files.atomic import append_lines, ensure_whole_lines, fsync_file, lines_backward
+from mnemod.files.atomic import (
+    Appender,
+    ensure_whole_lines,
+    fsync_file,
+    lines_backward,
+    whole_lines,
+)
 
 _SEQ_AT_END = re.compile(rb'"seq": (\d+)\}\s*$')  # how `write` ends each line
 log = structlog.get_logger("mnemod.journal")
@@ -61,6 +67,7 @@ class JournalFiles:
     def __init__(self, history_path: Path, archive_path: Path, readonly: bool = False) -> None:
         self.paths = {"history": history_path, "archive": archive_path}
         self.written: dict[str, int] = {}
+        self._appenders = {name: Appender() for name in self.paths}
         self._begun: dict[str, tuple[int, int]] = {}  # (seq, its lines found at the end)
         for name, path in self.paths.items():
             if not readonly:
@@ -89,14 +96,18 @@ class JournalFiles:
             begun, count = self._begun.pop(name, (0, 0))
             done = count if begun == seq else 0
             lines = [json.dumps({**r, "seq": seq}, ensure_ascii=False) for r in records[done:]]
-            # not fsynced: the log holds the records until `sync` (before it is pruned)
-            append_lines(self.paths[name], lines, sync=False)
+            if lines:  # not fsynced: the log holds the records until `sync` (before it is pruned)
+                self._appenders[name].append(self.paths[name], whole_lines(lines), sync=False)
             self.written[name] = seq
 
     def sync(self) -> None:
         """Make what was appended durable (the log's records of it may go after this)."""
         for path in self.paths.values():
             fsync_file(path)
+
+    def close(self) -> None:
+        for appender in self._appenders.values():
+            appender.close()
 
 
 def last_commit(path: Path) -> tuple[int, int]:

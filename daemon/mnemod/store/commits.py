@@ -107,6 +107,11 @@ class Commits:
         # (runtime.feed_publisher); what it raises leaves them for the next try.
         self.publish: Callable[[list[bytes]], None] | None = None
 
+    def close(self) -> None:
+        """Close the files held open for appends (the log's newest segment, the journals)."""
+        self.log.close()
+        self.journal_files.close()
+
     # ---- what changed ------------------------------------------------------------------
     def note(self, entry_id: str, op: str) -> None:
         """An entry changed (op `access` for accesses alone)."""

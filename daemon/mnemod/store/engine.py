@@ -115,6 +115,8 @@ class Engine:
                 self.commits.derive(everything=True)
                 self.commits.checkpoint(self._stats())
         finally:
+            if hasattr(self, "commits"):
+                self.commits.close()
             if hasattr(self, "texts"):
                 self.texts.close()
             if self._lock is not None:
@@ -123,6 +125,7 @@ class Engine:
     def abandon(self) -> None:
         """Release the lock without committing: what is not in the log is not this
         namespace's (a leader that lost its lease: its events are applied by the next)."""
+        self.commits.close()
         self.texts.close()
         if self._lock is not None:
             self._lock.release()
