@@ -1,10 +1,11 @@
 """Dedup quality on MRPC sentence pairs: precision, recall and F1 of "these two are one memory".
 
 Each pair is judged by `domain.dedup.compare`, as dedup on add and GC judge two entries: the
-plain keyword Jaccard floor, the score (rare words weigh more; times the balance of lengths;
-less the wording, clause and figures penalties) against the threshold, then the guards. The
-sentences of the file are the store: a word's weight comes from how many other sentences
-hold it. Printed, and written as JSON:
+plain keyword Jaccard floor, the score (rare words weigh more, words that say one thing in
+another form read as one: inflections, synonyms, acronyms, compounds; times the balance of
+lengths; less the wording, clause and figures penalties) against the threshold, then the
+guards. The sentences of the file are the store: a word's weight comes from how many other
+sentences hold it. Printed, and written as JSON:
 - the defaults, on the whole file and on a fixed held-out part (pairs whose id hashes into
   the last 3 of 10 buckets: the defaults were chosen on the other 7), so that a setting
   that only fits this file shows;

@@ -145,7 +145,7 @@ def test_json_errors_are_json_objects(
 def test_config_show_json_is_typed(tmp_path: Path) -> None:
     tree = json.loads(run_cli(tmp_path, "config", "show", "--json").stdout)
     assert tree["hot"]["max_entries"] == 5000
-    assert tree["dedup"]["threshold"] == 0.372 and tree["dedup"]["floor"] == 0.45
+    assert tree["dedup"]["threshold"] == 0.382 and tree["dedup"]["floor"] == 0.45
     assert tree["daemon"]["drain_deadline"] == 20 and tree["ttl"]["context"] == 14 * 86400
     assert tree["daemon"]["watch_debounce"] == 0.3
     assert tree["log"]["level"] == "info" and tree["schedule"]["gc"] == "1h"

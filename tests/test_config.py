@@ -17,7 +17,7 @@ def test_defaults_match_the_design() -> None:
     assert days == {"context": 14, "preference": 30, "progress": 7, "relation": 30, "insight": 21}
     assert config.ttl.access_extension == timedelta(days=7)
     assert config.ttl.max_lifetime == timedelta(days=90)
-    assert (config.dedup.threshold, config.dedup.floor) == (0.372, 0.45)
+    assert (config.dedup.threshold, config.dedup.floor) == (0.382, 0.45)
     assert config.promotion.min_accesses == 3
     assert config.promotion.policy == "manual"
     assert config.hot.max_entries == 5000

@@ -22,7 +22,6 @@ from mnemod.domain.dedup import (
     WORDING_CENTRE,
     PairWeights,
     Side,
-    aligned,
     clause,
     compare,
     figures,
@@ -34,6 +33,7 @@ from mnemod.domain.dedup import (
 from mnemod.domain.keywords import extract_keywords, jaccard
 from mnemod.domain.merge import decide_merge, merge_into
 from mnemod.domain.model import Entry
+from mnemod.domain.rewordings import aligned
 from mnemod.tokens import token_counter
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -377,7 +377,7 @@ def test_a_word_in_another_form_is_aligned_as_one() -> None:
 def test_a_clause_said_by_one_text_only_costs_the_clause_penalty() -> None:
     """The same sentence with a clause added passes the keywords, the lengths and the
     wording; the run of words the shorter text has none of refuses it."""
-    text = "The city council approved the new budget for the public schools on Monday"
+    text = "The city council approved the new budget for the public schools and libraries on Monday"
     a, b = side(f"{text}."), side(f"{text}, though the mayor vowed a veto.")
     assert cues.unshared_run(b.text, a.text, a.words) == 6
     assert cues.unshared_run(a.text, b.text, b.words) == 0

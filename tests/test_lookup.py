@@ -126,7 +126,7 @@ def test_a_size_class_holds_each_words_slots(rng: random.Random, dense: int) -> 
 
 
 @settings(max_examples=200)
-@given(st.integers(0, 2**32), st.sampled_from([0.1, 0.2, 0.372, 0.5, 0.8]))
+@given(st.integers(0, 2**32), st.sampled_from([0.1, 0.2, 0.382, 0.5, 0.8]))
 def test_the_lookup_scoring_best_bound_first_finds_what_scoring_every_one_finds(
     seed: int, threshold: float
 ) -> None:

@@ -38,7 +38,7 @@ class TTLConfig:
 
 @dataclass(frozen=True)
 class DedupConfig:
-    threshold: float = 0.372  # the score (weighted, aligned, balanced Jaccard less penalties)
+    threshold: float = 0.382  # the score (weighted, aligned, balanced Jaccard less penalties)
     floor: float = 0.45  # the plain keyword Jaccard every merge reaches (domain.dedup)
 
 

@@ -258,10 +258,10 @@ _GUARD_SAYS = {
 
 def _dedupe_line(row: dict[str, Any]) -> str:
     refused = row["refused_by"]
-    # the penalties and the credit within the score, when there are any
+    # the penalties, the credit and the rewordings read as one within the score, if any
     score = f"score {row['score']:.3f}"
     penalties = [f"{name} {row[name]:+.3f}" for name in ("wording", "clause", "figures",
-                 "both_negate") if row.get(name)]  # fmt: skip
+                 "both_negate", "synonyms", "acronyms", "compounds") if row.get(name)]  # fmt: skip
     if penalties:
         score += f" ({', '.join(penalties)})"
     if refused == "floor":

@@ -4,11 +4,16 @@ Two entries of the same type are one memory when (docs/design.md §1, "Dedup"):
 1. their keyword sets have Jaccard ≥ the floor (`jaccard_floor`): a plain set bound, so
    that candidates can be found by the keyword sets alone;
 2. their score reaches the threshold: the keyword Jaccard with rare words weighing more
-   (IDF over the rest of the store), words of the two texts that agree in their first
-   `ALIGN_PREFIX` letters once inflections are folded aligned as one ("purchased"/
-   "purchase", "said"/"say", "posted"/"posting": a light stemmer for the score alone,
-   domain.inflections), plus `NEGATION_CREDIT` (at most 1 in all) when both texts negate
-   (saying no to the same thing is a cue the keywords hide: stopwords drop "not"), times
+   (IDF over the rest of the store), with the unshared words of one text that say what an
+   unshared word of the other says in another form read as that word (domain.rewordings):
+   words that agree in their first `ALIGN_PREFIX` letters once inflections are folded
+   ("purchased"/"purchase", "said"/"say", "posted"/"posting": a light stemmer for the score
+   alone, domain.inflections) or that a small table of synonyms puts in one group ("said"/
+   "told", "rose"/"climbed", "gov"/"governor": domain.synonyms), an acronym and the name it
+   stands for ("CDC"/"Centers for Disease Control": domain.acronyms), a word written as one
+   and as two ("website"/"web site"); plus `NEGATION_CREDIT` (at most 1 in all) when
+   both texts negate (saying no to the same thing is a cue the keywords hide: stopwords
+   drop "not"), times
    the balance of their lengths (a text that says much more than the other is another
    memory, not the same one in other words), less three penalties, read only for what
    would merge without them:
@@ -33,8 +38,9 @@ Two entries of the same type are one memory when (docs/design.md §1, "Dedup"):
      lacks beyond the first: a figure only added is more detail, a changed one (one out,
      one in) or several added is another amount, and the more figures differ the more
      the texts are about different facts.
-   They only ever lower the score, and the weighted, aligned Jaccard with the credit is
-   at most 1, so the score is at most the balance and the candidates' bounds stay those
+   They only ever lower the score, and the weighted Jaccard of the words as reworded
+   (those of the two texts alone) with the credit is at most 1, so the score is at most
+   the balance and the candidates' bounds stay those
    of the score without them;
 3. no guard refuses: one text negates and the other does not.
 Each step only refuses more than the one before, so every merge passes the floor.
@@ -59,14 +65,18 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
 from mnemod.config import DedupConfig
-from mnemod.domain import inflections, similar_pairs
+from mnemod.domain import rewordings as reword
+from mnemod.domain import similar_pairs
 from mnemod.domain import text_cues as cues
 from mnemod.domain.model import Entry
 
 # What decides a merge by default; the others are measured (bench/dedup.py) and left out
 # because they refused more true duplicates than false ones.
 TECHNIQUES = frozenset(
-    {"idf", "alignment", "balance", "wording", "clauses", "figures", "negation", "both_negate"}
+    {
+        *("idf", "alignment", "synonyms", "acronyms", "compounds", "balance", "wording"),
+        *("clauses", "figures", "negation", "both_negate"),
+    }
 )
 OPTIONAL_TECHNIQUES = frozenset({"containment", "numbers", "days", "names"})
 GUARDS = ("negation", "numbers", "days", "names")
@@ -74,7 +84,7 @@ GUARDS = ("negation", "numbers", "days", "names")
 WORDING_CAP = 0.2
 WORDING_CENTRE = 0.1
 WORDING_TOKENS = (5, 15)  # the shorter text's length at which it starts and fully counts
-ALIGN_PREFIX = inflections.HEAD  # letters two unshared keywords agree in to be one word
+ALIGN_PREFIX = reword.ALIGN_PREFIX  # letters two unshared keywords agree in to be one word
 CLAUSE_FREE = 3  # words of an unshared run that cost nothing …
 CLAUSE_PENALTY = 0.03  # … and what each further word costs
 CLAUSE_UNREAD = 0.065  # what a pair too short to show a clause pays at least (see `clause`)
@@ -98,25 +108,6 @@ def wording(a: Side, b: Side) -> float:
     left, right = cues.shingles(a.text), cues.shingles(b.text)
     term = cues.overlap(left.prefixes, right.prefixes) - cues.overlap(left.pairs, right.pairs)
     return min(0.0, share * (min(WORDING_CAP, term / 2) - WORDING_CENTRE))
-
-
-def aligned(a: frozenset[str], b: frozenset[str]) -> frozenset[str]:
-    """`b` with each word it does not share with `a` renamed to the one unshared word of
-    `a` that has its head (when exactly one has): its first `ALIGN_PREFIX` letters once
-    inflections are folded ("purchased"/"purchase", "said"/"say", "posted"/"posting":
-    domain.inflections.head)."""
-    theirs = b - a
-    if not theirs:
-        return b
-    head = inflections.head
-    heads: dict[str, str | None] = {}
-    for word in a - b:
-        key = head(word)
-        heads[key] = None if key in heads else word
-    found = {w: to for w in theirs if (to := heads.get(head(w))) is not None}
-    if not found:
-        return b
-    return frozenset(found.get(w, w) for w in b)
 
 
 def _share(a: Side, b: Side) -> float:
@@ -188,6 +179,11 @@ class Similarity(NamedTuple):
     clause: float = 0.0  # the clause penalty within `score` (likewise)
     figures: float = 0.0  # the figures penalty within `score` (likewise)
     both_negate: float = 0.0  # what the credit for both texts negating adds to `score`
+    # what aligning synonyms (domain.synonyms), reading acronyms as their names and
+    # compounds as their parts add to `score` (read when compare explains)
+    synonyms: float = 0.0
+    acronyms: float = 0.0
+    compounds: float = 0.0
 
     @property
     def merges(self) -> bool:
@@ -205,6 +201,9 @@ class Similarity(NamedTuple):
             "clause": round(self.clause, 3),
             "figures": round(self.figures, 3),
             "both_negate": round(self.both_negate, 3),
+            "synonyms": round(self.synonyms, 3),
+            "acronyms": round(self.acronyms, 3),
+            "compounds": round(self.compounds, 3),
         }
 
 
@@ -273,18 +272,20 @@ def compare(
     weights: Weights | None = None,
     techniques: Collection[str] = TECHNIQUES,
     unworded: float | None = None,
+    explain: bool = False,
 ) -> Similarity:
     """Whether `a` and `b` are one memory; `weights` weigh each word by its rarity (None:
     every word alike). `unworded`: the pair's `unworded_score` with the same weights and
     techniques when the caller has it (dedup on add bounds each candidate by it), so that
-    it is not read twice."""
+    it is not read twice. `explain`: read what the synonyms, acronyms and compounds added
+    (`dedupe --report`; dedup on add and GC only need the verdict)."""
     floor, threshold = jaccard_floor(config), config.threshold
     shared = a.words & b.words
     union = len(a.words) + len(b.words) - len(shared)
     plain = len(shared) / union if union else 0.0
 
     # the penalties, once read, and the credit
-    terms = dict.fromkeys(("wording", "clauses", "figures", "both_negate"), 0.0)
+    terms = dict.fromkeys(_TERMS, 0.0)
 
     def verdict(score: float, refused_by: str | None) -> Similarity:
         read = terms.values()
@@ -297,6 +298,8 @@ def compare(
         terms["both_negate"] = score - unworded_score(
             a, b, plain, weights, frozenset(techniques) - _CREDIT
         )
+    for name in _rewordings(a, b, techniques) if explain else ():  # what each rewording added
+        terms[name] = score - unworded_score(a, b, plain, weights, frozenset(techniques) - {name})
     contained = "containment" in techniques and (a.words <= b.words or b.words <= a.words)
     # the penalties, read only for what would merge without them
     for name, penalty in _PENALTIES:
@@ -322,7 +325,13 @@ def unworded_score(
 ) -> float:
     """The score before the penalties (`plain`: the pair's keyword Jaccard), which only
     lower it: what `compare` scores at most."""
-    theirs = aligned(a.words, b.words) if "alignment" in techniques else b.words
+    theirs = b.words
+    if "alignment" in techniques:
+        theirs = reword.aligned(a.words, theirs, "synonyms" in techniques)
+    if "acronyms" in techniques:
+        theirs = reword.spelled_out(a.words, a.text, theirs, b.text)
+    if "compounds" in techniques:
+        theirs = reword.joined_up(a.words, theirs)
     if "idf" in techniques and weights is not None:
         score = weights.jaccard(a.words, theirs)
     else:
@@ -352,6 +361,24 @@ _PENALTIES: tuple[tuple[str, Callable[[Side, Side], float]], ...] = (
 
 
 _CREDIT = frozenset({"both_negate"})
+# the terms of a verdict besides its score, in Similarity's order
+_TERMS = ("wording", "clauses", "figures", "both_negate", "synonyms", "acronyms", "compounds")
+
+
+def _rewordings(a: Side, b: Side, techniques: Collection[str]) -> list[str]:
+    """Which of the synonyms, acronyms and compounds change what the pair's words align
+    to (only for those is what they add read, for the verdict)."""
+    mine, theirs = a.words, b.words
+    found = []
+    if "synonyms" in techniques and "alignment" in techniques:
+        plain = reword.aligned(mine, theirs, False)
+        found += ["synonyms"] if reword.aligned(mine, theirs) != plain else []
+    if "acronyms" in techniques:
+        spelled = reword.spelled_out(mine, a.text, theirs, b.text)
+        found += ["acronyms"] if spelled is not theirs else []
+    if "compounds" in techniques:
+        found += ["compounds"] if reword.joined_up(mine, theirs) is not theirs else []
+    return found
 
 
 def _negates(side: Side) -> bool:
@@ -440,7 +467,7 @@ def judged_pairs(
             return frequency.get((kind, word), 0) - (word in a.words) - (word in b.words)
 
         others = per_type.get(kind, 0) - 2
-        verdict = compare(a, b, config, PairWeights(holding, others), techniques)
+        verdict = compare(a, b, config, PairWeights(holding, others), techniques, explain=True)
         judged.append((pair, verdict))
     return judged
 
