@@ -16,11 +16,14 @@ groups walked in full; before each term, the exact scores of the best k partial 
 give a threshold, and once the bounds of the terms still to come add up to less than it, no
 document outside those already met can enter the top k. The remaining (common, low-IDF)
 terms are then only looked up, in each candidate's own term counts, for the candidates that
-can still reach the threshold. A speaker's name found in 40 % of the memories thus costs a
-few lookups rather than a walk over its posting list: a term held by at least 1 in 20
-documents (and 1,000) keeps its contributions by document until the next write (two postings
-per document at most), so those lookups are one dict hit each, where walking its
-groups for a few hundred candidates went over tens of thousands of postings.
+can still reach the k-th score: a document at a time, the largest partial first, a term
+only while the sum so far plus what the terms left can add reaches the k-th sum found, and
+no further than the first candidate whose bound does not (at 100,000 memories a few hundred
+of the thousands that could reach the threshold). A speaker's name found in 40 % of the
+memories thus costs a few lookups rather than a walk over its posting list. A term held by
+at least 1 in 20 documents (and 1,000) can keep its contributions by document until the next
+write (two postings per document at most; built only for lookups of a quarter of its
+documents or more), so those lookups are one dict hit each.
 
 IDF is the non-negative Lucene form, log(1 + (N − df + 0.5) / (df + 0.5)).
 """
