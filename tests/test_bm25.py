@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import heapq
 import math
-from collections.abc import Iterator
+import random
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mnemod.domain import bm25
-from mnemod.domain.bm25 import Bm25Index, Bm25Params
+from mnemod.domain.bm25 import Bm25Index, Bm25Params, TopK
 
 
 def reference_scores(
@@ -203,12 +205,13 @@ def test_cached_contributions_follow_every_change() -> None:
 @contextmanager
 def by_document(enabled: bool) -> Iterator[None]:
     """Every term summed from its by-document contributions (or none), whatever its df."""
-    saved = bm25._BY_DOC_MIN_DF, bm25._BY_DOC_MIN_SHARE
-    bm25._BY_DOC_MIN_DF, bm25._BY_DOC_MIN_SHARE = (1, 1 << 30) if enabled else (1 << 30, 1)
+    saved = bm25._BY_DOC_MIN_DF, bm25._BY_DOC_MIN_SHARE, bm25._BY_DOC_LOOKUPS
+    wanted = (1, 1 << 30, 1 << 30) if enabled else (1 << 30, 1, 1)
+    bm25._BY_DOC_MIN_DF, bm25._BY_DOC_MIN_SHARE, bm25._BY_DOC_LOOKUPS = wanted
     try:
         yield
     finally:
-        bm25._BY_DOC_MIN_DF, bm25._BY_DOC_MIN_SHARE = saved
+        bm25._BY_DOC_MIN_DF, bm25._BY_DOC_MIN_SHARE, bm25._BY_DOC_LOOKUPS = saved
 
 
 def search(
@@ -281,3 +284,108 @@ def test_large_groups_are_summed_as_small_ones(
     finally:
         bm25._SMALL_GROUP = saved
     assert found[0] == found[1]
+
+
+def plain_top_k(index: Bm25Index, query: list[str], k: int, exclude: Collection[str]) -> TopK:
+    """`Bm25Index.top_k`'s MaxScore walk done plainly: each threshold from the depth best
+    of all partials, every pooled document summed in full and the k best taken from all."""
+    present = [t for t in dict.fromkeys(query) if t in index._groups]
+    if k <= 0 or not present:
+        return TopK({}, complete=not present)
+    weighted = index._weighted(present)
+    impacts = {t: index._impacts(t) for t in present}
+    plan = sorted(present, key=lambda t: (-impacts[t][0][0], index.df(t), t))
+    rest = [0.0] * (len(plan) + 1)
+    for i in range(len(plan) - 1, -1, -1):
+        rest[i] = rest[i + 1] + impacts[plan[i]][0][0] * (1.0 + bm25._SLACK)
+    depth = k + len(exclude)
+    acc: dict[str, float] = {}
+    known: dict[str, float] = {}
+    theta = 0.0
+    essential = len(plan)
+    for i, term in enumerate(plan):
+        if len(acc) >= depth:
+            best = heapq.nlargest(depth, acc.items(), key=lambda item: item[1])
+            index._exact(weighted, [d for d, _ in best if d not in known], known)
+            theta = max(theta, min(known[d] for d, _ in best))
+            if rest[i] < theta:
+                essential = i
+                break
+        for value, _, docs in impacts[term]:
+            for doc_id in docs:
+                acc[doc_id] = acc.get(doc_id, 0.0) + value
+    pool = acc
+    if essential < len(plan):
+        pool = {d: p for d, p in acc.items() if p + rest[essential] >= theta}
+        index._add_groups(plan[essential:], pool)
+    pool = {d: s for d, s in pool.items() if d not in exclude}
+    if len(pool) > k:
+        cut = heapq.nlargest(k, pool.values())[-1]
+        near = sorted(
+            ((d, s) for d, s in pool.items() if s >= cut * (1.0 - bm25._SLACK)),
+            key=lambda item: (-item[1], item[0]),
+        )
+        chosen = [d for d, _ in near[:k]]
+    else:
+        chosen = list(pool)
+    index._exact(weighted, [d for d in chosen if d not in known], known)
+    return TopK(
+        {d: known[d] for d in chosen},
+        complete=essential == len(plan) and len(pool) <= k,
+        lower=acc,
+        known=known,
+        walked=frozenset(plan[:essential]),
+    )
+
+
+def zipf_corpus(seed: int, size: int) -> dict[str, list[str]]:
+    """Documents over a Zipf vocabulary, many very short (a term's best contributions), a
+    fifth of them repeated (ties of every kind)."""
+    rng = random.Random(seed)
+    vocab = [f"w{i}" for i in range(60)]
+    weights = [1.0 / (rank + 1) for rank in range(len(vocab))]
+    docs: dict[str, list[str]] = {}
+    for i in range(size):
+        if docs and rng.random() < 0.2:
+            docs[f"d{i:04d}"] = list(rng.choice(list(docs.values())))
+        else:
+            length = rng.randint(1, 3) if rng.random() < 0.4 else rng.randint(4, 14)
+            docs[f"d{i:04d}"] = rng.choices(vocab, weights, k=length)
+    return docs
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    size=st.integers(0, 400),
+    k=st.integers(0, 30),
+    query=st.lists(st.integers(0, 59) | st.integers(0, 6), min_size=1, max_size=6),
+    excluded=st.lists(st.integers(0, 399), max_size=6),
+)
+def test_top_k_is_the_plain_walk(
+    seed: int, size: int, k: int, query: list[int], excluded: list[int]
+) -> None:
+    """The pruned search's every output (the k, their scores, the bounds and their order,
+    the exact scores it kept, the walked terms) is the plain walk's: its thresholds from
+    the best of the partials above a bound, its pool summed best partial first, a term at
+    a time, only while a document can still reach the k-th."""
+    docs = zipf_corpus(seed, size)
+    index = Bm25Index()
+    for doc_id, terms in docs.items():
+        index.add(doc_id, terms)
+    words = [f"w{i}" for i in query]
+    exclude = frozenset(f"d{i:04d}" for i in excluded)
+    saved = bm25._POOL_CHUNK
+    try:
+        for chunk in (saved, 1, saved):  # the pool summed in small steps; then from the caches
+            bm25._POOL_CHUNK = chunk
+            got = index.top_k(words, k, exclude=exclude)
+            want = plain_top_k(index, words, k, exclude)
+            assert list(got.scores.items()) == list(want.scores.items())
+            assert got.complete == want.complete
+            assert list(got.lower.items()) == list(want.lower.items())
+            assert got.known == want.known
+            assert got.walked == want.walked
+            assert got.count_at_least(0.5, exclude) == want.count_at_least(0.5, exclude)
+    finally:
+        bm25._POOL_CHUNK = saved

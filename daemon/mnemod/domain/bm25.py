@@ -16,17 +16,21 @@ groups walked in full; before each term, the exact scores of the best k partial 
 give a threshold, and once the bounds of the terms still to come add up to less than it, no
 document outside those already met can enter the top k. The remaining (common, low-IDF)
 terms are then only looked up, in each candidate's own term counts, for the candidates that
-can still reach the threshold. A speaker's name found in 40 % of the memories thus costs a
-few lookups rather than a walk over its posting list: a term held by at least 1 in 20
-documents (and 1,000) keeps its contributions by document until the next write (two postings
-per document at most), so those lookups are one dict hit each, where walking its
-groups for a few hundred candidates went over tens of thousands of postings.
+can still reach the k-th score: a document at a time, the largest partial first, a term
+only while the sum so far plus what the terms left can add reaches the k-th sum found, and
+no further than the first candidate whose bound does not (at 100,000 memories a few hundred
+of the thousands that could reach the threshold). A speaker's name found in 40 % of the
+memories thus costs a few lookups rather than a walk over its posting list. A term held by
+at least 1 in 20 documents (and 1,000) can keep its contributions by document until the next
+write (two postings per document at most; built only for lookups of a quarter of its
+documents or more), so those lookups are one dict hit each.
 
 IDF is the non-negative Lucene form, log(1 + (N − df + 0.5) / (df + 0.5)).
 """
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 import sys
@@ -39,10 +43,12 @@ from operator import itemgetter
 _SLACK = 1e-9  # bounds are compared with a little room for float rounding
 _second = itemgetter(1)
 _SMALL_GROUP = 16  # a group with fewer documents is added up one by one (see top_k)
+_POOL_CHUNK = 32  # the pool's best partials summed first, at least (see _best_of_pool)
 _CACHED_TERMS = 4096  # terms whose group contributions are kept between writes
 _BY_DOC_MIN_DF = 1000  # a term held by this many documents ...
 _BY_DOC_MIN_SHARE = 20  # ... and by at least 1 in this many has its contributions by document
 _BY_DOC_POSTINGS = 2  # postings per document kept that way, at most
+_BY_DOC_LOOKUPS = 4  # ... and built for lookups of at least 1 in this many of them
 
 
 @dataclass(frozen=True)
@@ -77,7 +83,7 @@ class TopK:
         if self.complete:
             return 0
         lower = self.lower
-        found = sum(map(threshold.__le__, lower.values()))
+        found = len([v for v in lower.values() if v >= threshold])  # 3× sum(map(__le__))
         if not found:
             return 0
         known = set(self.scores).union(exclude)
@@ -274,11 +280,12 @@ class Bm25Index:
     def _add_groups(self, terms: list[str], totals: dict[str, float]) -> None:
         """Add, term by term in the given order, each term's group contribution to the
         documents of `totals` that hold it: by intersecting its groups with `totals` (in C)
-        when it has few groups, else by looking each document's group up. Each document sits
+        when it has few groups and postings for so many documents, else by looking each
+        document's group up. Each document sits
         in one group per term, so the sums are the same floats either way."""
         doc_terms = self._doc_terms
         for term in terms:
-            by_doc = self._by_doc(term)
+            by_doc = self._by_doc(term, len(totals))
             if by_doc is not None:
                 get = by_doc.get
                 for doc_id in totals:
@@ -287,7 +294,8 @@ class Bm25Index:
                         totals[doc_id] += value
                 continue
             impacts = self._impacts(term)
-            if len(impacts) * 8 <= len(totals):
+            # an intersection costs about a lookup per group and an eighth of one per posting
+            if len(impacts) * 8 + self._df[term] // 4 <= len(totals):
                 for value, _, docs in impacts:
                     for doc_id in totals.keys() & docs:
                         totals[doc_id] += value
@@ -299,16 +307,20 @@ class Bm25Index:
                 if tf:
                     totals[doc_id] += by_key[(tf, len(listed))]
 
-    def _by_doc(self, term: str) -> dict[str, float] | None:
+    def _by_doc(self, term: str, lookups: int) -> dict[str, float] | None:
         """A common term's contribution by document, cached like `_impacts`: summing it for
         a few hundred candidates is then one lookup each, not a walk over tens of thousands
-        of postings. None for a rarer term (walking its groups is as cheap). At most two
-        postings per document are kept this way."""
+        of postings. None for a rarer term (walking its groups is as cheap), and, when it
+        is not cached, for fewer `lookups` than a `_BY_DOC_LOOKUPS`-th of its documents
+        (counting the term in each document's terms costs less than building the map).
+        At most two postings per document are kept this way."""
         cached = self._doc_cache.get(term)
         if cached is not None:
             return cached
         df = self._df[term]
         if df < _BY_DOC_MIN_DF or df * _BY_DOC_MIN_SHARE < len(self._doc_terms):
+            return None
+        if lookups * _BY_DOC_LOOKUPS < df:
             return None
         if self._doc_cached + df > _BY_DOC_POSTINGS * len(self._doc_terms):
             self._doc_cache.clear()
@@ -356,6 +368,48 @@ class Bm25Index:
                 out[doc_id] = total
         return out
 
+    def _best_of_pool(
+        self,
+        pool: list[str],
+        acc: dict[str, float],
+        terms: list[tuple[str, float]],
+        k: int,
+    ) -> list[str]:
+        """The k of `pool` (more than k documents) that summing `terms` (with the most each
+        can add, (1 + slack) × its bound) into their partials (`acc`) ranks first, ties by
+        id, once the walk stopped: what summing the whole pool and taking its k best gives.
+
+        MaxScore, a document at a time: from the largest partials down, until the next
+        one's bound (partial + all the terms' most) is below the k-th sum found less twice
+        the slack the cut allows; and a term is looked up only for the documents whose sum
+        so far plus the most of the terms left can still reach that. What is left out can
+        be neither among the k nor near the cut (a bound is never below the sum, rounding
+        aside, which the slack covers)."""
+        ranked = sorted(pool, key=acc.__getitem__, reverse=True)
+        most = [0.0] * (len(terms) + 1)  # most[j]: what terms j.. can add at most
+        for j in range(len(terms) - 1, -1, -1):
+            most[j] = most[j + 1] + terms[j][1]
+        sums: dict[str, float] = {}
+        done, end = 0, min(len(ranked), max(2 * k, _POOL_CHUNK))  # more than k: a first cut
+        cut = bar = -math.inf
+        while done < end:
+            chunk = {d: acc[d] for d in ranked[done:end]}
+            for j, (term, _) in enumerate(terms):
+                if j and bar > -math.inf:
+                    floor = bar - most[j]
+                    chunk = {d: v for d, v in chunk.items() if v >= floor}
+                self._add_groups([term], chunk)
+            sums.update(chunk)
+            done = end
+            cut = heapq.nlargest(k, sums.values())[-1]
+            bar = cut * (1.0 - 2 * _SLACK)
+            # the next documents whose bound reaches the bar, twice as many at most
+            reach = bisect.bisect_left(ranked, -bar, lo=done, key=lambda d: -(acc[d] + most[0]))
+            end = min(reach, 2 * done)
+        near = [(d, s) for d, s in sums.items() if s >= cut * (1.0 - _SLACK)]
+        near.sort(key=lambda item: (-item[1], item[0]))
+        return [d for d, _ in near[:k]]
+
     def top_k(self, query_terms: Iterable[str], k: int, exclude: Collection[str] = ()) -> TopK:
         """The `k` best documents not in `exclude`, by exact BM25 (ties by id), found without
         scoring every match (see the module doc). Equal to the first `k` of `scores()` in
@@ -377,10 +431,11 @@ class Bm25Index:
         get = acc.get
         theta = 0.0
         essential = len(plan)
+        best: list[tuple[str, float]] = []
         for i, term in enumerate(plan):
             if len(acc) >= depth:
                 # exact scores of the best depth partials: their lowest bounds the k-th
-                best = heapq.nlargest(depth, acc.items(), key=_second)
+                best = _best_partials(acc, depth, impacts[plan[i - 1]], best)
                 self._exact(weighted, [d for d, _ in best if d not in known], known)
                 theta = max(theta, min(known[d] for d, _ in best))
                 if rest[i] < theta:  # a document met by none of terms ..i cannot get in
@@ -396,29 +451,61 @@ class Bm25Index:
                 met = {d: acc[d] + value for d in acc.keys() & docs}
                 acc.update(zip(docs, repeat(value)))
                 acc.update(met)
-        if essential < len(plan):
+        stopped = essential < len(plan)
+        if stopped:
             # the other terms only for the candidates that can still reach theta
             remaining = rest[essential]
-            pool = {d: p for d, p in acc.items() if p + remaining >= theta}
-            self._add_groups(plan[essential:], pool)
+            kept = [d for d, p in acc.items() if p + remaining >= theta]
+            if exclude:
+                kept = [d for d in kept if d not in exclude]
+            if len(kept) > k:
+                bounds = [(t, impacts[t][0][0] * (1.0 + _SLACK)) for t in plan[essential:]]
+                chosen = self._best_of_pool(kept, acc, bounds, k)
+            else:
+                chosen = kept
+            pool_size = len(kept)
         else:
-            pool = acc
-        stopped = essential < len(plan)
-        if exclude:
-            pool = {d: s for d, s in pool.items() if d not in exclude}
-        if len(pool) > k:
-            cut = heapq.nlargest(k, pool.values())[-1]
-            near = [(d, s) for d, s in pool.items() if s >= cut * (1.0 - _SLACK)]
-            near.sort(key=lambda item: (-item[1], item[0]))
-            chosen = [d for d, _ in near[:k]]
-        else:
-            chosen = list(pool)
+            pool = {d: s for d, s in acc.items() if d not in exclude} if exclude else acc
+            if len(pool) > k:
+                cut = heapq.nlargest(k, pool.values())[-1]
+                near = [(d, s) for d, s in pool.items() if s >= cut * (1.0 - _SLACK)]
+                near.sort(key=lambda item: (-item[1], item[0]))
+                chosen = [d for d, _ in near[:k]]
+            else:
+                chosen = list(pool)
+            pool_size = len(pool)
         self._exact(weighted, [d for d in chosen if d not in known], known)
         exact = {d: known[d] for d in chosen}
         return TopK(
             exact,
-            complete=not stopped and len(pool) <= k,
+            complete=not stopped and pool_size <= k,
             lower=acc,
             known=known,
             walked=frozenset(plan[:essential]),
         )
+
+
+def _best_partials(
+    acc: dict[str, float],
+    depth: int,
+    last: list[tuple[float, tuple[int, int], list[str]]],
+    previous: list[tuple[str, float]],
+) -> list[tuple[str, float]]:
+    """The `depth` largest partial sums of `acc`, ties in `acc`'s order: what
+    `heapq.nlargest(depth, acc.items(), key=_second)` gives, from the partials at or above
+    a lower bound of the depth-th (those below cannot be among them). Two bounds, the
+    larger kept: the documents of the last walked term's best groups (`last`) hold at
+    least their group's contribution, and the best ones before (`previous`) at least
+    their present sums."""
+    floor = 0.0
+    count = 0
+    for value, _, docs in last:
+        count += len(docs)
+        if count >= depth:
+            floor = value
+            break
+    if previous:
+        floor = max(floor, min(acc[d] for d, _ in previous))
+    if floor <= 0.0:
+        return heapq.nlargest(depth, acc.items(), key=_second)
+    return heapq.nlargest(depth, [(d, v) for d, v in acc.items() if v >= floor], key=_second)
