@@ -12,7 +12,7 @@ work shares, CPU times are the steadier figure; the table gives each checkout's 
 median and the ratio of medians to the first checkout's.
 
     python bench/open_start.py --store DIR [--code OLD --code NEW] [--rounds 5]
-        [--settle 5] [--as-is] [--work DIR] [--out bench/results/open_start.json]
+        [--settle 5] [--as-is] [--opens-only] [--work DIR] [--out bench/results/open_start.json]
 """
 
 from __future__ import annotations
@@ -117,6 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--settle", type=float, default=5.0, help="s after start, for RSS")
     parser.add_argument("--as-is", action="store_true", help="no checkpoint of each first")
     parser.add_argument("--work", type=Path, help="where the copies go (default: a temp dir)")
+    parser.add_argument("--opens-only", action="store_true", help="no daemon start-ups")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "open_start.json"))
     args = parser.parse_args(argv)
     codes = [c.resolve() for c in args.code or [ROOT]]
@@ -134,7 +135,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             for code in codes:
                 row = rows[str(code)]
                 row["open"].append(open_once(code, folders[code]))
-                row["start"].append(start_once(code, folders[code], args.settle))
+                if not args.opens_only:
+                    row["start"].append(start_once(code, folders[code], args.settle))
             print(f"round {round_ + 1}/{args.rounds} done", file=sys.stderr)
     table: list[dict[str, Any]] = []
     for code in codes:
@@ -144,13 +146,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "code": str(code),
                 "open_cpu_s": summary(row["open"], "cpu"),
                 "open_wall_s": summary(row["open"], "wall"),
-                "start_cpu_s": summary(row["start"], "cpu"),
-                "start_wall_s": summary(row["start"], "wall"),
-                "rss_mb": summary(row["start"], "rss_mb"),
             }
         )
+        if row["start"]:
+            table[-1]["start_cpu_s"] = summary(row["start"], "cpu")
+            table[-1]["start_wall_s"] = summary(row["start"], "wall")
+            table[-1]["rss_mb"] = summary(row["start"], "rss_mb")
     first = table[0]
     columns = ("open_cpu_s", "open_wall_s", "start_cpu_s", "start_wall_s", "rss_mb")
+    if args.opens_only:
+        columns = columns[:2]
     print(f"{'checkout':<28}" + "".join(f"{c + ' best/med':>24}" for c in columns))
     for row in table:
         cells = "".join(f"{row[c]['best']:>12}{row[c]['median']:>12}" for c in columns)
