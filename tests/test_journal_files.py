@@ -58,3 +58,18 @@ def test_a_commit_found_complete_is_not_written_again(tmp_path: Path) -> None:
     again.write(3, [{"op": "add", "id": "b"}], [])
     assert [(r["id"], r["seq"]) for r in read_jsonl(history)] == [("a", 1), ("a", 2), ("b", 3)]
     assert [r["seq"] for r in read_jsonl(archive)] == [2]
+
+
+def test_a_commit_cut_short_gets_only_the_lines_it_lacks(tmp_path: Path) -> None:
+    """The lines of the last commit are counted when that commit is written again, not at
+    open (where only its seq is read)."""
+    history, archive = tmp_path / "history.jsonl", tmp_path / "archive.jsonl"
+    lines = [{"op": "add", "id": f"e{n}"} for n in range(5)]
+    JournalFiles(history, archive).write(1, lines, [])
+    written = history.read_text().splitlines(keepends=True)
+    history.write_text("".join(written[:3]))  # the append cut after three lines
+    assert last_commit(history, only_seq=True) == (1, 1)
+    again = JournalFiles(history, archive)
+    assert again.through == 0
+    again.write(1, lines, [])
+    assert [r["id"] for r in read_jsonl(history)] == [f"e{n}" for n in range(5)]

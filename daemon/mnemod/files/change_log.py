@@ -149,6 +149,7 @@ class ChangeLog:
         # read_after starts there instead of reading and checking the segment again
         self._opened: list[tuple[int, int]] = []
         self._opened_path: Path | None = None
+        self._opened_end = 0  # where the last of them ends
         # the last record's line (None: log empty), or where a long one lies in its segment
         self._last: bytes | tuple[Path, int, int] | None = None
         self._last_crc: int | None = None
@@ -187,16 +188,11 @@ class ChangeLog:
         """The records above `seq` of the newest segment: those `_open` checked, read from
         the first of them on, then any appended since (checked as they are read)."""
         starts = [at for found, at in self._opened if found > seq]
-        if not starts:
-            _, last_at = self._opened[-1]
-            with path.open("rb") as handle:
-                handle.seek(last_at)
-                handle.readline()  # the last record `_open` saw: at or below `seq`
-                rest = handle.read()
-        else:
-            with path.open("rb") as handle:
-                handle.seek(starts[0])
-                rest = handle.read()
+        with path.open("rb") as handle:
+            # none: from the end of the last record `_open` saw (at or below `seq`; not read
+            # again to find its end, a bulk import's record being tens of MB)
+            handle.seek(starts[0] if starts else self._opened_end)
+            rest = handle.read()
         lines = rest.splitlines(keepends=True)
         for number, line in enumerate(lines, start=1):
             record = decode_record(line)
@@ -254,7 +250,7 @@ class ChangeLog:
             self._keep_last(newest.path, at, end - at, line)
             at = end
             last_seq = found
-        self._opened, self._opened_path = opened, newest.path
+        self._opened, self._opened_path, self._opened_end = opened, newest.path, good
         if good < len(data) and not self.readonly:
             with newest.path.open("r+b") as handle:
                 handle.truncate(good)

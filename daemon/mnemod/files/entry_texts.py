@@ -22,6 +22,8 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import compress, repeat
+from operator import attrgetter, not_
 from pathlib import Path
 
 import orjson
@@ -33,6 +35,7 @@ log = structlog.get_logger("mnemod.l3")
 _SHIFT = 32
 _MASK = (1 << _SHIFT) - 1
 CHUNK_BYTES = 1 << 20  # a write and a read of the old file at a time
+_ID = attrgetter("id")
 
 
 def entry_json(entry: Entry) -> str:
@@ -218,13 +221,13 @@ class EntryTexts:
         refs: Mapping[str, int] | None = None,
     ) -> None:
         known = (refs or {}) if source is not None else {}
-        self._texts: dict[str, str | int] = {}
-        self._waiting: dict[str, None] = {}  # to serialize
-        for entry in loaded:
-            ref = known.get(entry.id, 0)
-            self._texts[entry.id] = ref or ""
-            if not ref:
-                self._waiting[entry.id] = None
+        ids = list(map(_ID, loaded))
+        # in C calls (a loop over 100,000 entries was a tenth of what an open does after the
+        # read); a reference is never 0 (the file's head comes first)
+        pieces = list(map(known.get, ids, repeat("")))
+        self._texts: dict[str, str | int] = dict(zip(ids, pieces, strict=True))
+        # to serialize: those without a reference
+        self._waiting: dict[str, None] = dict.fromkeys(compress(ids, map(not_, pieces)))
         self.source = source if known else None
         if source is not None and not known:
             source.release()

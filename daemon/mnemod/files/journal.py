@@ -61,23 +61,25 @@ class JournalFiles:
 
     A commit's lines go in one append, which a kill -9 can cut short (the kernel stops a
     write at a page boundary when the process is killed): the file then ends with the
-    first of them. At open, the lines at the end with the last seq are counted, that
-    commit counts as not written yet, and writing it again appends only the rest."""
+    first of them. At open, the last seq is read and that commit counts as not written yet;
+    writing it again counts the lines at the end with its seq and appends only the rest."""
 
     def __init__(self, history_path: Path, archive_path: Path, readonly: bool = False) -> None:
         self.paths = {"history": history_path, "archive": archive_path}
         self.written: dict[str, int] = {}
         self._appenders = {name: Appender() for name in self.paths}
-        self._begun: dict[str, tuple[int, int]] = {}  # (seq, its lines found at the end)
+        # the seq of the last lines at open, whose count `write` takes if it writes that
+        # commit again (counted then: a bulk import's commit is 100,000 lines to read back)
+        self._begun: dict[str, int] = {}
         for name, path in self.paths.items():
             if not readonly:
                 cut = ensure_whole_lines(path)
                 if cut:
                     log.warning("journal.torn_line_cut", file=str(path), bytes=cut)
-            seq, count = last_commit(path)
+            seq, count = last_commit(path, only_seq=True)
             self.written[name] = seq - 1 if count else seq
             if count:
-                self._begun[name] = (seq, count)
+                self._begun[name] = seq
 
     @property
     def through(self) -> int:
@@ -93,8 +95,8 @@ class JournalFiles:
         for name, records in (("archive", archived), ("history", history)):
             if self.written[name] >= seq:
                 continue
-            begun, count = self._begun.pop(name, (0, 0))
-            done = count if begun == seq else 0
+            begun = self._begun.pop(name, 0)
+            done = last_commit(self.paths[name])[1] if begun == seq else 0
             lines = [json.dumps({**r, "seq": seq}, ensure_ascii=False) for r in records[done:]]
             if lines:  # not fsynced: the log holds the records until `sync` (before it is pruned)
                 self._appenders[name].append(self.paths[name], whole_lines(lines), sync=False)
@@ -110,10 +112,11 @@ class JournalFiles:
             appender.close()
 
 
-def last_commit(path: Path) -> tuple[int, int]:
+def last_commit(path: Path, only_seq: bool = False) -> tuple[int, int]:
     """The seq of the last line that has one and how many lines at the end carry it;
     (0, 0) for none (a file of before the change log, or none at all). A line at the very
-    end that does not read (torn, in a file opened read-only) is passed over."""
+    end that does not read (torn, in a file opened read-only) is passed over. `only_seq`:
+    the count is 1, the lines before the last not read."""
     seq, count = 0, 0
     for line in lines_backward(path):
         found = _line_seq(line)
@@ -124,6 +127,8 @@ def last_commit(path: Path) -> tuple[int, int]:
         if count and found != seq:
             break
         seq, count = found, count + 1
+        if only_seq:
+            break
     return seq, count
 
 

@@ -8,6 +8,7 @@ are read again from Redis.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,7 @@ from mnemod.store.l2_layer import Edit, L2Files
 from mnemod.store.paths import NamespacePaths
 
 log = structlog.get_logger("mnemod.recovery")
+_ID = operator.attrgetter("id")
 
 
 @dataclass
@@ -41,7 +43,7 @@ class Recovered:
 def recover(paths: NamespacePaths, readonly: bool) -> Recovered:
     snapshot = load_index(paths.index)
     state = State(
-        entries={e.id: e for e in snapshot.entries},
+        entries=dict(zip(map(_ID, snapshot.entries), snapshot.entries, strict=True)),
         l2={e.id: e for e in snapshot.l2 or []},
         last_event_id=snapshot.last_event_id,
     )
