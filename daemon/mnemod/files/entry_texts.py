@@ -48,7 +48,8 @@ def reference(start: int, length: int) -> int:
     return start << _SHIFT | length
 
 
-def _span(ref: int) -> tuple[int, int]:
+def span(ref: int) -> tuple[int, int]:
+    """(start, length) of a reference: where a text lies in its file."""
     return ref >> _SHIFT, ref & _MASK
 
 
@@ -62,7 +63,7 @@ class Source:
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
-        self._seen = _identity(os.fstat(fd))
+        self._seen = file_identity(os.fstat(fd))
         self._users = 1
         self._lock = threading.Lock()
 
@@ -74,7 +75,7 @@ class Source:
         except OSError:
             return None
         source = cls(fd)
-        if source._seen != _identity(expected):
+        if source._seen != file_identity(expected):
             source.release()
             return None
         return source
@@ -92,7 +93,7 @@ class Source:
             os.close(self.fd)
 
     def unchanged(self) -> bool:
-        return _identity(os.fstat(self.fd)) == self._seen
+        return file_identity(os.fstat(self.fd)) == self._seen
 
     @property
     def seen(self) -> tuple[int, int, int, int]:
@@ -111,17 +112,8 @@ def _read(source: Source | None, start: int, length: int) -> bytes:
     return source.read(start, length)
 
 
-def span(ref: int) -> tuple[int, int]:
-    """(start, length) of a reference."""
-    return _span(ref)
-
-
 def file_identity(stat: os.stat_result) -> tuple[int, int, int, int]:
     """A file's identity as `Source.seen` gives it."""
-    return _identity(stat)
-
-
-def _identity(stat: os.stat_result) -> tuple[int, int, int, int]:
     return stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns
 
 
@@ -153,7 +145,7 @@ class Stored:
         for index, piece in enumerate(pieces):
             lead = b"," if index else b""
             if isinstance(piece, int):
-                start, length = _span(piece)
+                start, length = span(piece)
                 if run_end >= 0 and start == run_end + 1:  # the comma between is in the run
                     run_end = start + length
                 else:
@@ -187,7 +179,7 @@ class Stored:
     def texts(self) -> list[str]:
         """Each entry's JSON text, the references read."""
         source = self.source
-        return [p if isinstance(p, str) else _read(source, *_span(p)).decode() for p in self.pieces]
+        return [p if isinstance(p, str) else _read(source, *span(p)).decode() for p in self.pieces]
 
     def release(self) -> None:
         """Let go of the file it was copied from."""
