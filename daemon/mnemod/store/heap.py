@@ -14,6 +14,7 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 
 @contextmanager
@@ -101,13 +102,8 @@ def one_malloc_arena() -> bool:
     (the person's choice) or where the C library is not glibc. True when it was set."""
     if "MALLOC_ARENA_MAX" in os.environ or not sys.platform.startswith("linux"):
         return False
-    try:
-        mallopt = ctypes.CDLL(None).mallopt  # the C library the interpreter runs on
-    except (OSError, AttributeError):  # no mallopt (its stub elsewhere answers 0)
-        return False
-    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    mallopt.restype = ctypes.c_int
-    return bool(mallopt(M_ARENA_MAX, 1))
+    mallopt = _libc("mallopt", ctypes.c_int, ctypes.c_int)  # its stub elsewhere answers 0
+    return mallopt is not None and bool(mallopt(M_ARENA_MAX, 1))
 
 
 def release_free_memory() -> bool:
@@ -116,11 +112,20 @@ def release_free_memory() -> bool:
     some 420 MB) and a GC's plan are freed into the middle of the heap, where they stay
     resident until something reuses them. At 100,000 entries, once warm: 7 MB less, for
     2 ms of CPU. True when the C library has the call."""
-    try:
-        trim = ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):  # not glibc
+    trim = _libc("malloc_trim", ctypes.c_size_t)
+    if trim is None:  # not glibc
         return False
-    trim.argtypes = [ctypes.c_size_t]
-    trim.restype = ctypes.c_int
     trim(0)
     return True
+
+
+def _libc(name: str, *argtypes: type[ctypes._SimpleCData[Any]]) -> Any:
+    """The function `name` of the C library the interpreter runs on, returning an int and
+    taking `argtypes`; None where that library has none."""
+    try:
+        function = getattr(ctypes.CDLL(None), name)
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = list(argtypes)
+    function.restype = ctypes.c_int
+    return function
