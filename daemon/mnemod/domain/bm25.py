@@ -406,9 +406,7 @@ class Bm25Index:
             # the next documents whose bound reaches the bar, twice as many at most
             reach = bisect.bisect_left(ranked, -bar, lo=done, key=lambda d: -(acc[d] + most[0]))
             end = min(reach, 2 * done)
-        near = [(d, s) for d, s in sums.items() if s >= cut * (1.0 - _SLACK)]
-        near.sort(key=lambda item: (-item[1], item[0]))
-        return [d for d, _ in near[:k]]
+        return _best_above(sums, cut, k)
 
     def top_k(self, query_terms: Iterable[str], k: int, exclude: Collection[str] = ()) -> TopK:
         """The `k` best documents not in `exclude`, by exact BM25 (ties by id), found without
@@ -467,10 +465,7 @@ class Bm25Index:
         else:
             pool = {d: s for d, s in acc.items() if d not in exclude} if exclude else acc
             if len(pool) > k:
-                cut = heapq.nlargest(k, pool.values())[-1]
-                near = [(d, s) for d, s in pool.items() if s >= cut * (1.0 - _SLACK)]
-                near.sort(key=lambda item: (-item[1], item[0]))
-                chosen = [d for d, _ in near[:k]]
+                chosen = _best_above(pool, heapq.nlargest(k, pool.values())[-1], k)
             else:
                 chosen = list(pool)
             pool_size = len(pool)
@@ -483,6 +478,14 @@ class Bm25Index:
             known=known,
             walked=frozenset(plan[:essential]),
         )
+
+
+def _best_above(sums: dict[str, float], cut: float, k: int) -> list[str]:
+    """The `k` best of `sums`, ties by id, given `cut`, the k-th largest sum: those within
+    the slack of it are ranked, for rounding not to decide a tie."""
+    near = [(d, s) for d, s in sums.items() if s >= cut * (1.0 - _SLACK)]
+    near.sort(key=lambda item: (-item[1], item[0]))
+    return [d for d, _ in near[:k]]
 
 
 def _best_partials(
