@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import codecs
 import json
 import os
 import sys
@@ -13,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from mnemod.cli.progress import phase
-from mnemod.cli.terminal import for_stream
+from mnemod.cli.terminal import for_stream, is_terminal
 from mnemod.clock import Clock, clock_from_env
 from mnemod.config import Config, load_config, resolve_l1_dir
 from mnemod.errors import InvalidInputError
@@ -116,6 +117,21 @@ class Context:
             self.out.write(json.dumps(data, ensure_ascii=False, indent=None) + "\n")
         elif text:
             self.out.write(for_stream(self.out, text.rstrip("\n")) + "\n")
+
+    def emit_lines(self, lines: list[str], more: bytes | memoryview) -> None:
+        """The human text of `lines`, then of `more` (UTF-8 lines, each ended by a newline):
+        the bytes of `more` written as they are where the stream takes UTF-8 and is no
+        terminal. At 100,000 entries decoding, copying and encoding them again was a third
+        of `list`."""
+        raw = getattr(self.out, "buffer", None)
+        encoding = codecs.lookup(getattr(self.out, "encoding", None) or "ascii").name
+        if raw is None or encoding != "utf-8" or is_terminal(self.out):
+            self.emit(None, "\n".join([*lines, str(more, "utf-8")]))
+            return
+        if lines:
+            self.out.write("\n".join(lines) + "\n")
+        self.out.flush()
+        raw.write(more)
 
     def entry_line(self, entry: Entry, layer: str = "") -> str:
         return self.row_line(entry.to_dict(), layer)

@@ -225,22 +225,22 @@ def cmd_list(ctx: Context) -> int:
     """The entries as committed, read from the checkpoint and the log (store.listing);
     when that read cannot tell, from the opened namespace."""
     from mnemod.store.heap import collector_paused
-    from mnemod.store.listing import committed_rows, listed_lines
+    from mnemod.store.listing import committed_rows, listed_text
 
     a = ctx.args
     with collector_paused():  # 100,000 rows, each kept to the end: a collection finds nothing
-        lines = None
+        text = None
         if not ctx.as_json and a.layer != "l1":
-            lines = listed_lines(ctx.paths, a.type, a.layer)
+            text = listed_text(ctx.paths, a.type, a.layer)
         quick: list[tuple[dict[str, Any], str]] | None = None
-        if a.layer == "l1" or lines is not None:
+        if a.layer == "l1" or text is not None:
             quick = []
         if quick is None:
             quick = committed_rows(ctx.paths, a.type, a.layer)
         if quick is not None:
             l1 = L1Registry(ctx.l1_dir, ctx.config.limits)
             l1.reload_all()
-            list_rows(ctx, l1.items(), quick, lines)
+            list_rows(ctx, l1.items(), quick, text)
             exit_keeping_rows()
             return 0
     with ctx.engine(write=False) as engine:
@@ -268,10 +268,11 @@ def list_rows(
     ctx: Context,
     l1: list[L1Item],
     entries: list[tuple[dict[str, Any], str]],
-    entry_lines: list[str] | None = None,
+    entry_text: bytes | memoryview | None = None,
 ) -> None:
     """`list`'s output: the L1 items (unless a type or a layer leaves them out), then the
-    entries as (`to_dict()`, layer), or their lines already made (`entry_lines`)."""
+    entries as (`to_dict()`, layer), or their lines already made (`entry_text`: UTF-8,
+    each ended by a newline)."""
     rows: list[dict[str, Any]] = []
     lines: list[str] = []
     if ctx.args.layer in (None, "l1") and ctx.args.type is None:
@@ -283,8 +284,9 @@ def list_rows(
             lines.append(f"{item.id}  l1 {item.source}  {first_line}")
     if ctx.as_json:  # 100,000 rows: only what is printed
         rows.extend({**data, "layer": layer} for data, layer in entries)
-    elif entry_lines is not None:
-        lines.extend(entry_lines)
+    elif entry_text:
+        ctx.emit_lines(lines, entry_text)
+        return
     else:
         lines.extend(ctx.row_line(data, layer) for data, layer in entries)
     ctx.emit(rows, "\n".join(lines) or "(no entries)")

@@ -32,7 +32,13 @@ from mnemod.domain.model import Entry
 from mnemod.errors import CorruptFileError
 from mnemod.files.entry_texts import file_identity, span
 from mnemod.files.l3_store import entry_slices
-from mnemod.files.listing_file import Listing, identity, listing_path, read_listing, row_line
+from mnemod.files.listing_file import (
+    Columns,
+    identity,
+    listing_path,
+    read_listing_text,
+    row_line,
+)
 from mnemod.ids import ID_PATTERN
 from mnemod.store.paths import NamespacePaths
 from mnemod.store.reader import Unsure, head_of, read_head_stat, records_after, replayed
@@ -114,42 +120,37 @@ def _committed_rows(
     return rows
 
 
-def listed_lines(
+def listed_text(
     paths: NamespacePaths, type_: str | None = None, layer: str | None = None
-) -> list[str] | None:
-    """The lines `committed_rows` gives (as `row_line` makes them), read from the listing
-    file of the checkpoint (files.listing_file) and the change-log records after it; None
-    when there is no such file of this checkpoint, or this read cannot be sure."""
+) -> bytes | memoryview | None:
+    """The lines `committed_rows` gives (as `row_line` makes them), in UTF-8, each ended by
+    a newline, read from the listing file of the checkpoint (files.listing_file) and the change-log
+    records after it; None when there is no such file of this checkpoint, or this read
+    cannot be sure. With nothing to add or take away (no record after the checkpoint, no L2
+    entry, no filter), the text is the file's as it is."""
     try:
-        return _listed_lines(paths, type_, layer)
+        return _listed_text(paths, type_, layer)
     except (Unsure, CorruptFileError, OSError, KeyError, TypeError, ValueError):
         return None
 
 
-def _listed_lines(paths: NamespacePaths, type_: str | None, layer: str | None) -> list[str] | None:
+def _listed_text(
+    paths: NamespacePaths, type_: str | None, layer: str | None
+) -> bytes | memoryview | None:
     found = read_head_stat(paths.index)
     if found is None:
         return None
     head, seen = found
     named = identity(head.log_seq, head.last_event_id, head.saved_at, seen)
-    listing = read_listing(listing_path(paths.index), named)
-    if listing is None:
+    text = read_listing_text(listing_path(paths.index), named)
+    if text is None:
         return None
     records, log, touched = records_after(paths, head)
-    named_l3 = _objects(paths, seen, listing, touched) if touched else []
-    keys: list[tuple[str, str]] = []
-    lines: list[str] = []
-    if layer in (None, "l3"):
-        if touched or type_ is not None:  # a mask made in C calls, as the rows are many
-            masks = [] if type_ is None else [list(map(type_.__eq__, listing.types))]
-            if touched:
-                masks.append(list(map(not_, map(touched.__contains__, listing.ids))))
-            mask = masks[0] if len(masks) == 1 else list(map(and_, *masks))
-            keys = list(compress(listing.keys, mask))
-            lines = list(compress(listing.lines, mask))
-        else:
-            keys = listing.keys
-            lines = listing.lines
+    quick = not touched and type_ is None and layer in (None, "l3")
+    columns = None if quick else text.parsed()
+    if columns is None and not quick:
+        return None
+    named_l3 = _objects(paths, seen, columns, touched) if columns and touched else []
     state = replayed(paths, head, named_l3, records, log)
     extra: list[tuple[tuple[str, str], str]] = []
     pools = {"l3": state.entries.values(), "l2": state.l2.values()}
@@ -158,21 +159,34 @@ def _listed_lines(paths: NamespacePaths, type_: str | None, layer: str | None) -
             for entry in _of_type(pool, type_, touched, name):
                 data = entry.to_dict()
                 extra.append(((data["created_at"], data["id"]), row_line(data, name)))
-    if not extra:
-        return lines
-    out: list[str] = []
+    if quick and not extra:
+        return text.text
+    columns = columns or text.parsed()
+    if columns is None:
+        return None
+    lines: list[bytes] = []
+    keep: list[bool] | None = None  # the rows listed of the checkpoint's, when not all
+    if layer in (None, "l3"):
+        lines = text.line_bytes()
+        if touched or type_ is not None:  # a mask made in C calls, as the rows are many
+            masks = [] if type_ is None else [list(map(type_.__eq__, columns.types))]
+            if touched:
+                masks.append(list(map(not_, map(touched.__contains__, columns.ids))))
+            keep = masks[0] if len(masks) == 1 else list(map(and_, *masks))
+    out: list[bytes] = []
     done = 0
-    for key, line in sorted(extra):
-        at = bisect_left(keys, key, done)
-        out.extend(lines[done:at])
-        out.append(line)
+    rows = range(len(lines))
+    for key, line in sorted(extra):  # each where the order puts it among the rows
+        at = bisect_left(rows, key, done, key=columns.key)
+        out.extend(lines[done:at] if keep is None else compress(lines[done:at], keep[done:at]))
+        out.append(line.encode())
         done = at
-    out.extend(lines[done:])
-    return out
+    out.extend(lines[done:] if keep is None else compress(lines[done:], keep[done:]))
+    return b"\n".join(out) + b"\n" if out else b""
 
 
 def _objects(
-    paths: NamespacePaths, seen: os.stat_result, listing: Listing, wanted: set[str]
+    paths: NamespacePaths, seen: os.stat_result, listing: Columns, wanted: set[str]
 ) -> list[dict[str, Any]]:
     """The checkpoint's objects of the wanted ids, read where the listing says they lie,
     from the checkpoint whose head was read (`seen`), not one written since."""
