@@ -30,6 +30,7 @@ from mnemod.clock import format_time
 from mnemod.domain.model import Entry
 from mnemod.errors import CorruptIndexError, InvalidInputError
 from mnemod.files.atomic import atomic_write_chunks
+from mnemod.files.checkpoint_head import ENTRIES_MARK, FORMAT, read_head_stat
 from mnemod.files.entry_texts import (
     Source,
     Stored,
@@ -47,8 +48,6 @@ from mnemod.files.listing_file import (
     save_listing,
 )
 
-FORMAT = "mnemod.l3/2"
-ENTRIES_MARK = b',"entries":['  # where save_index's head ends and the L3 entries begin
 _NEXT_ENTRY = b',{"id":"'  # between two entries (inside a string a quote is escaped)
 FORMAT_V1 = "mnemod.l3/1"
 _WRITTEN_FIELDS = frozenset(f.name for f in fields(Entry))  # Entry.to_dict's keys
@@ -403,26 +402,15 @@ class IndexWriter:
     def _rows_on_disk(self, source: Source) -> dict[int, Row]:
         """The rows of the listing on disk, when it and the checkpoint at `path` are of the
         file `source`."""
-        try:
-            seen = self.path.stat()
-            if file_identity(seen) != source.seen:
-                return {}
-            with self.path.open("rb") as handle:
-                start = handle.read(1 << 16)
-        except OSError:
+        found = read_head_stat(self.path)
+        if found is None:
             return {}
-        at = start.find(ENTRIES_MARK)
-        try:
-            head = orjson.loads(start[:at] + b"}") if at >= 0 else None
-        except orjson.JSONDecodeError:
+        head, seen = found
+        if file_identity(seen) != source.seen:
             return {}
-        if not isinstance(head, dict):
-            return {}
-        named = identity(
-            head.get("log_seq", 0), head.get("last_event_id"), head.get("saved_at"), seen
-        )
-        found = read_listing(listing_path(self.path), named)
-        return {} if found is None else found.rows()
+        named = identity(head.log_seq, head.last_event_id, head.saved_at, seen)
+        found_listing = read_listing(listing_path(self.path), named)
+        return {} if found_listing is None else found_listing.rows()
 
     def _write_listing(
         self,
