@@ -4,6 +4,7 @@ the namespace over when it leads more than its share and another daemon stands b
 
 from __future__ import annotations
 
+import gc
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -186,3 +187,19 @@ def test_a_leader_deposed_while_it_starts_writes_nothing_and_stands_by(
     assert redis_client.get(KEYS.lease) == "host:2:other"
     assert slow_starter.state == "standby"
     assert not redis_client.exists(KEYS.marker, KEYS.status)  # no hot layer, no status
+
+
+def test_the_engine_a_runner_opens_is_kept_out_of_the_collector_s_passes(
+    host: Host, tmp_path: Path
+) -> None:
+    """What the open read lives as long as the engine: frozen before the collector comes
+    back, no pass scans it (the first one after the open scanned every entry)."""
+    made = NamespaceRunner(host, "default", Folders(tmp_path, tmp_path / "l1"))
+    assert gc.isenabled()
+    engine = made.context.open_engine()
+    try:
+        assert gc.isenabled()
+        assert gc.is_tracked(engine) and not any(o is engine for o in gc.get_objects())
+    finally:
+        engine.close()
+        gc.unfreeze()
