@@ -7,10 +7,10 @@ entries take a fraction of that, so the daemon starts from it when it can.
 
 Layout: a header line (JSON: `FORMAT`, the `identity` of the checkpoint it was derived
 from as files.listing_file gives it, the entry count, the byte length of each part and the
-BLAKE2b digest of the body), then the body: the records (a marshal list of one tuple per
-entry, `Record`'s fields, format 2 so that each record's bytes stand alone and the next
-file copies an unchanged entry's bytes), each record's byte length (uint32) and each
-entry's reference into the checkpoint (uint64, files.entry_texts.reference).
+BLAKE2b digest of the body), then the body: the records (one marshal dump per entry of
+the tuple of its fields in `WRITTEN_FIELDS`' order, each standing alone, so the next file
+copies an unchanged entry's bytes), each record's byte length (uint32) and each entry's
+reference into the checkpoint (uint64, files.entry_texts.reference).
 
 It is derived, never the truth: a reader that finds it missing, of another checkpoint, or
 damaged (the digest is checked before marshal sees a byte) reads index.json instead. The
@@ -42,9 +42,10 @@ from mnemod.files.atomic import atomic_write_chunks
 
 FORMAT = "mnemod.entries/1"
 NAME = "entries.bin"
-_MARSHAL_VERSION = 2  # no references between objects: a record's bytes stand alone
-_LIST_HEAD = b"["  # marshal's list: this, the count as int32, then each item
-_LISTS = frozenset({"keywords", "tags", "triggers", "merged_from"})
+_MARSHAL_VERSION = 4  # keeps strings interned; each record is its own marshal call
+_WORDS = frozenset({"keywords", "tags"})  # held once for every entry (interned)
+_LISTS = frozenset({"triggers", "merged_from"})
+_INTERNED = frozenset({"type", "tier"})
 
 
 def cache_path(index: Path) -> Path:
@@ -58,7 +59,13 @@ def record_bytes(raw: Mapping[str, Any]) -> bytes:
     values: list[Any] = []
     for name in WRITTEN_FIELDS:
         value = raw[name]
-        values.append(tuple(value) if name in _LISTS else value)
+        if name in _WORDS:
+            value = tuple(map(sys.intern, value))
+        elif name in _LISTS:
+            value = tuple(value)
+        elif name in _INTERNED:
+            value = sys.intern(value)
+        values.append(value)
     return marshal.dumps(tuple(values), _MARSHAL_VERSION)
 
 
@@ -76,37 +83,33 @@ class Cached:
         body, offsets = self.body, self.offsets
         return {ref: body[offsets[at] : offsets[at + 1]] for at, ref in enumerate(self.refs)}
 
-    def records(self, batch: int = 512) -> Iterator[Any]:
-        """The records loaded, `batch` at a time (one marshal call over each run of them
-        as a list): loaded whole, 100,000 records' times and words were all alive at once
+    def records(self) -> Iterator[Any]:
+        """The records loaded as they are iterated, one marshal call each (C calls
+        throughout): loaded as one list, 100,000 records' times were all alive at once
         beside the entries made of them, and the holes they left in the heap kept the
         daemon some 150 MB larger."""
         body, offsets = self.body, self.offsets
-        for first in range(0, len(offsets) - 1, batch):
-            last = min(first + batch, len(offsets) - 1)
-            count = (last - first).to_bytes(4, "little", signed=True)
-            run = _LIST_HEAD + count + body[offsets[first] : offsets[last]]
-            # the digest was checked first: only a file mnemod wrote gets here (module doc)
-            yield from marshal.loads(run)  # noqa: S302
+        slices = map(slice, offsets[:-1], offsets[1:])
+        # the digest was checked first: only a file mnemod wrote gets here (module doc)
+        return map(marshal.loads, map(body.__getitem__, slices))
 
 
 def save_cache(path: Path, named: dict[str, Any], records: list[Any], refs: list[int]) -> None:
     """Write the cache of the checkpoint `named` (see files.listing_file.identity):
     `records` (each marshal's bytes, or a view of them) and `refs` in its order."""
     lengths = array("I", map(len, records))
-    head = _LIST_HEAD + len(records).to_bytes(4, "little", signed=True)
     tails = [lengths.tobytes(), array("Q", refs).tobytes()]
-    digest = hashlib.blake2b(head)
+    digest = hashlib.blake2b()
     for part in (*records, *tails):
         digest.update(part)
     header = {
         "format": FORMAT,
         **named,
         "count": len(records),
-        "records": len(head) + sum(lengths),
+        "records": sum(lengths),
         "blake2b": digest.hexdigest(),
     }
-    atomic_write_chunks(path, _chunks(orjson.dumps(header) + b"\n" + head, records, tails))
+    atomic_write_chunks(path, _chunks(orjson.dumps(header) + b"\n", records, tails))
 
 
 def _chunks(first: bytes, records: list[Any], tails: list[bytes]) -> Iterator[bytes]:
@@ -148,8 +151,8 @@ def read_cache(path: Path, named: dict[str, Any]) -> Cached | None:
     lengths, refs = array("I"), array("Q")
     lengths.frombytes(body[size : size + 4 * count])
     refs.frombytes(body[size + 4 * count :])
-    offsets = list(accumulate(lengths, initial=len(_LIST_HEAD) + 4))
-    if offsets[-1] != size or body[:5] != _LIST_HEAD + count.to_bytes(4, "little", signed=True):
+    offsets = list(accumulate(lengths, initial=0))
+    if offsets[-1] != size:
         return None
     return Cached(body, offsets, refs)
 
@@ -163,9 +166,9 @@ def read_records(path: Path, named: dict[str, Any]) -> tuple[Iterator[Any], Sequ
 
 def entry_args(records: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
     """Each record as Entry's positional arguments. Equal times share one datetime and
-    words are interned, as the checkpoint's reader does (models.Entry.from_dict); marshal's
-    format 2 keeps no string interned."""
-    parse, intern = datetime.fromisoformat, sys.intern
+    words are interned (marshal keeps a string interned), as the checkpoint's reader
+    does (models.Entry.from_dict)."""
+    parse = datetime.fromisoformat
     for record in records:
         (entry_id, kind, key, content, importance, keywords, tags, tier, triggers, once,
          created_text, updated_text, accessed_text, accesses, selected, expires_text,
@@ -185,8 +188,7 @@ def entry_args(records: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
         else:
             expires = parse(expires_text)
         yield (
-            entry_id, intern(kind), content, created, updated, accessed, expires,
-            key or None, importance, tuple(map(intern, keywords)) if keywords else (),
-            tuple(map(intern, tags)) if tags else (), intern(tier), triggers, once,
-            accesses, selected, promotable, merged, source, tokens,
+            entry_id, kind, content, created, updated, accessed, expires, key or None,
+            importance, keywords, tags, tier, triggers, once, accesses, selected,
+            promotable, merged, source, tokens,
         )  # fmt: skip
