@@ -48,3 +48,26 @@ def test_a_clean_stop_lets_the_next_start_keep_the_hot_layer(daemons: DaemonFact
     fourth = daemons.daemon(data).start()
     fourth.wait_log("daemon.running", timeout=60)
     assert fourth.count_events("hot.rebuilt") == 1
+
+
+def test_a_rebuild_at_start_holds_the_entries_of_the_highest_scores(
+    daemons: DaemonFactory,
+) -> None:
+    """Written while no daemon ran, the entries are scored together at the start (the
+    scores of a list, domain.retention); at most `hot.max_entries` of them go to Redis,
+    the highest first, each with its score."""
+    data = daemons.data_dir()
+    rng = random.Random(5)
+    importance = {"low-a": 1, "low-b": 2, "low-c": 2, "top-5": 5, "top-4": 4, "top-3": 3}
+    for entry_id, level in importance.items():
+        content = distinct_content(rng)
+        run_cli(data, "add", content, "--id", entry_id, "--importance", str(level))
+    proc = daemons.daemon(data, env={"MNEMOD_HOT_MAX_ENTRIES": "3"}).start()
+    client = daemons.client(proc.url_from_stdout())
+    proc.wait_log("daemon.running")
+    assert proc.count_events("hot.rebuilt") == 1
+    ranked = client.zrevrange(KEYS.hot, 0, -1, withscores=True)
+    assert [entry_id for entry_id, _ in ranked] == ["top-5", "top-4", "top-3"]
+    assert all(0 < score <= importance[entry_id] for entry_id, score in ranked)
+    proc.signal(signal.SIGTERM)
+    assert proc.wait_exit(timeout=30) == 0

@@ -12,6 +12,7 @@ import pytest
 import mnemod
 from mnemod.clock import FixedClock
 from mnemod.config import load_config
+from mnemod.files.checkpoint_head import read_head
 from mnemod.store import reader
 from mnemod.store.engine import Engine
 from mnemod.store.listing import committed_rows
@@ -55,7 +56,7 @@ def test_stats_and_entries_after_a_checkpoint_equal_a_full_read(
     try:
         quick = committed_stats(paths)
         assert quick == (engine.stats(), engine.last_event_id)
-        head = reader.read_head(paths.index)
+        head = read_head(paths.index)
         assert head is not None
         assert len(reader.records_after(paths, head)[2]) == 5  # the entries busy_store touched
         assert committed_stats(paths, most=4) is None
@@ -109,7 +110,7 @@ def test_a_log_with_nothing_after_the_checkpoint_is_not_opened(
     engine.close()
     segment = max(paths.log_dir.glob("*.jsonl"))
     whole = segment.read_bytes()
-    head = reader.read_head(paths.index)
+    head = read_head(paths.index)
     assert head is not None and reader.none_after(paths.log_dir, head.log_seq)
 
     def refused(*args: object, **kwargs: object) -> None:

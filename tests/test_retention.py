@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime, timedelta
 
 from hypothesis import given
@@ -9,7 +10,7 @@ from hypothesis import strategies as st
 
 from mnemod.config import load_config
 from mnemod.domain.model import Entry
-from mnemod.domain.retention import lifetime, retention_score
+from mnemod.domain.retention import lifetime, retention_score, retention_scores
 
 TTL = load_config(None, environ={}).ttl
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -72,3 +73,41 @@ def test_retention_score_rises_with_importance_and_accesses(
     assert retention_score(TTL, _entry(importance + 1, accesses, T0), now) >= score
     assert retention_score(TTL, _entry(importance, accesses + 1, T0), now) >= score
     assert retention_score(TTL, _entry(importance, accesses, T0), now + timedelta(days=1)) <= score
+
+
+def test_the_score_is_the_documented_formula() -> None:
+    now = T0 + timedelta(days=10)
+    stability = TTL.types["context"].total_seconds() / 86400 * 1.5 * (1 + 0.5 * math.log1p(3))
+    expected = 4 * math.exp(-10 / stability) * (1 + 0.1 * 3)
+    assert retention_score(TTL, _entry(4, 3, T0), now) == expected
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(sorted(TTL.types)),
+            st.integers(1, 5),
+            st.integers(0, 300),
+            st.integers(-5 * 86400, 400 * 86400),  # accessed after `now` too: elapsed 0
+        ),
+        max_size=30,
+    )
+)
+def test_scores_of_a_list_are_each_entry_s_score(kinds: list[tuple[str, int, int, int]]) -> None:
+    now = T0 + timedelta(days=100)
+    entries = [
+        Entry(
+            f"e{n}",
+            type_,
+            "c",
+            T0,
+            T0,
+            now - timedelta(seconds=ago),
+            None,
+            importance=importance,
+            access_count=accesses,
+        )
+        for n, (type_, importance, accesses, ago) in enumerate(kinds)
+    ]
+    one_by_one = [retention_score(TTL, entry, now) for entry in entries]
+    assert retention_scores(TTL, entries, now) == one_by_one

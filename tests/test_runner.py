@@ -4,7 +4,9 @@ the namespace over when it leads more than its share and another daemon stands b
 
 from __future__ import annotations
 
+import gc
 import threading
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -186,3 +188,37 @@ def test_a_leader_deposed_while_it_starts_writes_nothing_and_stands_by(
     assert redis_client.get(KEYS.lease) == "host:2:other"
     assert slow_starter.state == "standby"
     assert not redis_client.exists(KEYS.marker, KEYS.status)  # no hot layer, no status
+
+
+def test_the_engine_a_runner_opens_is_kept_out_of_the_collector_s_passes(
+    host: Host, tmp_path: Path
+) -> None:
+    """What the open read lives as long as the engine: frozen before the collector comes
+    back, no pass scans it (the first one after the open scanned every entry)."""
+    made = NamespaceRunner(host, "default", Folders(tmp_path, tmp_path / "l1"))
+    assert gc.isenabled()
+    engine = made.context.open_engine()
+    try:
+        assert gc.isenabled()
+        assert gc.is_tracked(engine) and not any(o is engine for o in gc.get_objects())
+    finally:
+        engine.close()
+        gc.unfreeze()
+
+
+def test_an_engine_opened_again_frees_the_frozen_one_it_replaces(
+    host: Host, tmp_path: Path
+) -> None:
+    """A runner opens its engine again after a lost lease or a diverged copy: the engine
+    before, frozen and held in reference cycles, is collected then, not kept for good."""
+    made = NamespaceRunner(host, "default", Folders(tmp_path, tmp_path / "l1"))
+    first = made.context.open_engine()
+    first.close()
+    before = weakref.ref(first)
+    del first
+    second = made.context.open_engine()
+    try:
+        assert before() is None
+    finally:
+        second.close()
+        gc.unfreeze()

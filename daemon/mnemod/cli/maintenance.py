@@ -13,9 +13,9 @@ from mnemod.cli.progress import counting, phase
 from mnemod.cli.remote import mutate, running_daemon
 from mnemod.domain.model import Entry
 from mnemod.errors import InvalidInputError
+from mnemod.files.checkpoint_head import FORMAT
 from mnemod.files.journal import read_jsonl, story
 from mnemod.files.l1_files import L1Registry
-from mnemod.files.l3_store import FORMAT
 
 if TYPE_CHECKING:
     from mnemod.store.engine import Engine

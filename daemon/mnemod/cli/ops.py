@@ -13,11 +13,11 @@ from mnemod.cli.remote import connect_quietly, redis_url
 from mnemod.config import config_as_tree, redact_url
 from mnemod.errors import MnemodError
 from mnemod.files.change_log import ChangeLog
+from mnemod.files.checkpoint_head import read_head
 from mnemod.files.l1_files import L1Registry
 from mnemod.files.l2_markdown import L2Folder
 from mnemod.files.l3_store import load_index
 from mnemod.store.paths import NamespacePaths, list_namespaces
-from mnemod.store.reader import read_head
 
 if TYPE_CHECKING:  # the Redis side loads once there is a Redis to ask (cli.daemon_state)
     import redis

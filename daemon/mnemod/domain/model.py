@@ -110,12 +110,12 @@ def _read_strictly(data: dict[str, Any], where: str) -> Entry:
 
 
 # the fields as to_dict writes them, fetched from an entry of exactly those in one call
-_FIELDS = (
+WRITTEN_FIELDS = (
     "id", "type", "key", "content", "importance", "keywords", "tags", "tier", "triggers",
     "once", "created_at", "updated_at", "last_accessed_at", "access_count", "selected_count",
     "expires_at", "promotable", "merged_from", "source", "tokens",
 )  # fmt: skip
-_ALL_FIELDS = operator.itemgetter(*_FIELDS)
+_ALL_FIELDS = operator.itemgetter(*WRITTEN_FIELDS)
 
 
 def _read_written(data: Any) -> Entry | None:
@@ -127,7 +127,7 @@ def _read_written(data: Any) -> Entry | None:
     if type(data) is not dict:
         return None
     try:  # an entry with every field written, as nearly all are: one C call
-        values = _ALL_FIELDS(data) if len(data) == len(_FIELDS) else _with_defaults(data)
+        values = _ALL_FIELDS(data) if len(data) == len(WRITTEN_FIELDS) else _with_defaults(data)
     except KeyError:
         values = _with_defaults(data)
     (entry_id, kind, key, content, importance, keywords, tags, tier, triggers, once,

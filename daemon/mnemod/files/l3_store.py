@@ -30,6 +30,15 @@ from mnemod.clock import format_time
 from mnemod.domain.model import Entry
 from mnemod.errors import CorruptIndexError, InvalidInputError
 from mnemod.files.atomic import atomic_write_chunks
+from mnemod.files.checkpoint_head import ENTRIES_MARK, FORMAT, read_head_stat
+from mnemod.files.entries_cache import (
+    cache_path,
+    entry_args,
+    read_cache,
+    read_records,
+    record_bytes,
+    save_cache,
+)
 from mnemod.files.entry_texts import (
     Source,
     Stored,
@@ -47,8 +56,6 @@ from mnemod.files.listing_file import (
     save_listing,
 )
 
-FORMAT = "mnemod.l3/2"
-ENTRIES_MARK = b',"entries":['  # where save_index's head ends and the L3 entries begin
 _NEXT_ENTRY = b',{"id":"'  # between two entries (inside a string a quote is escaped)
 FORMAT_V1 = "mnemod.l3/1"
 _WRITTEN_FIELDS = frozenset(f.name for f in fields(Entry))  # Entry.to_dict's keys
@@ -125,6 +132,9 @@ def _stamp() -> str:
 
 
 def _parse(path: Path) -> L3Snapshot:
+    cached = _cached(path)
+    if cached is not None:
+        return cached
     try:
         with path.open("rb") as handle:
             seen = os.fstat(handle.fileno())
@@ -165,6 +175,50 @@ def _streamed(path: Path, raw: bytes) -> L3Snapshot | None:
         return snapshot
     except orjson.JSONDecodeError:
         return None
+
+
+def _cached(path: Path) -> L3Snapshot | None:
+    """A checkpoint whose L3 entries are in the entries cache beside it
+    (files.entries_cache), read from there: the head from the file (only its first bytes
+    read), the entries from the cache. None when there is no cache of exactly this file,
+    or it does not load."""
+    found = read_head_stat(path)
+    if found is None:
+        return None
+    head, seen = found
+    named = identity(head.log_seq, head.last_event_id, head.saved_at, seen)
+    loaded = read_records(cache_path(path), named)
+    if loaded is None:
+        return None
+    records, refs = loaded
+    try:
+        entries = [Entry(*args) for args in entry_args(records)]
+        if len(entries) != len(refs):
+            raise ValueError("not one record an entry")
+    except (TypeError, ValueError, EOFError):  # a record not of an entry
+        log.warning("entries_cache.unreadable", path=str(path))
+        return None
+    data = {
+        "format": FORMAT,
+        "log_seq": head.log_seq,
+        "last_event_id": head.last_event_id,
+        "stats": head.stats,
+        "l2": head.l2,
+        "l2_written": head.l2_written,
+        "entries": [],
+    }
+    try:
+        snapshot = _snapshot(path, data)
+    except CorruptIndexError:
+        return None  # the JSON path names what is wrong
+    ids = [entry.id for entry in entries]
+    known = set(ids)
+    if len(known) != len(ids) or any(entry.id in known for entry in snapshot.l2 or []):
+        return None
+    snapshot.entries = entries
+    snapshot.refs = dict(zip(ids, refs, strict=True))
+    snapshot.source = (path, seen)
+    return snapshot
 
 
 def entry_slices(raw: bytes, start: int, end: int) -> Iterable[Any]:
@@ -360,10 +414,14 @@ class IndexWriter:
                     if taken < self._written:
                         return False
                     rows = self._listing_rows(stored)
+                    records = self._cache_records(stored)
                     new = save_index(self.path, snapshot, now, stored)
                     self._written = taken
                     seen = self.path.stat()
                     self._write_listing(snapshot, now, seen, rows, new)
+                    if stored.source is not None and not stored.source.unchanged():
+                        records = None  # the checkpoint serialized the entries instead
+                    self._write_cache(snapshot, now, seen, records, new)
                     source = Source.open(self.path, seen)
                     stored.written = None if source is None else (source, new)
                     return True
@@ -403,26 +461,20 @@ class IndexWriter:
     def _rows_on_disk(self, source: Source) -> dict[int, Row]:
         """The rows of the listing on disk, when it and the checkpoint at `path` are of the
         file `source`."""
-        try:
-            seen = self.path.stat()
-            if file_identity(seen) != source.seen:
-                return {}
-            with self.path.open("rb") as handle:
-                start = handle.read(1 << 16)
-        except OSError:
-            return {}
-        at = start.find(ENTRIES_MARK)
-        try:
-            head = orjson.loads(start[:at] + b"}") if at >= 0 else None
-        except orjson.JSONDecodeError:
-            return {}
-        if not isinstance(head, dict):
-            return {}
-        named = identity(
-            head.get("log_seq", 0), head.get("last_event_id"), head.get("saved_at"), seen
-        )
-        found = read_listing(listing_path(self.path), named)
-        return {} if found is None else found.rows()
+        named = self._named_on_disk(source)
+        found_listing = None if named is None else read_listing(listing_path(self.path), named)
+        return {} if found_listing is None else found_listing.rows()
+
+    def _named_on_disk(self, source: Source) -> dict[str, Any] | None:
+        """The identity (files.listing_file.identity) of the checkpoint at `path`, when it
+        is the file `source`: what its derived files on disk must name to be of it."""
+        found = read_head_stat(self.path)
+        if found is None:
+            return None
+        head, seen = found
+        if file_identity(seen) != source.seen:
+            return None
+        return identity(head.log_seq, head.last_event_id, head.saved_at, seen)
 
     def _write_listing(
         self,
@@ -442,3 +494,58 @@ class IndexWriter:
             save_listing(listing_path(self.path), named, rows, refs)
         except (OSError, TypeError):  # TypeError: a text orjson refuses (never made so)
             log.warning("listing.not_written", path=str(self.path), exc_info=True)
+
+    def _cache_records(self, stored: Stored) -> list[Any] | None:
+        """The entries cache's records of the snapshot's entries, in its order, from the
+        bytes the checkpoint is written from (files.entries_cache): a changed entry's from
+        its text, an unchanged one's from the cache on disk of the checkpoint its reference
+        points into, else from its bytes there. None when they cannot be told."""
+        source = stored.source
+        if source is not None and not source.unchanged():
+            return None
+        known: dict[int, Any] = {}
+        if source is not None:
+            known = self._cache_on_disk(source)
+        records: list[Any] = []
+        try:
+            for piece in stored.pieces:
+                if isinstance(piece, int):
+                    record = known.get(piece)
+                    if record is None:
+                        assert source is not None, "a reference without its file"
+                        record = record_bytes(orjson.loads(source.read(*span(piece))))
+                else:
+                    record = record_bytes(orjson.loads(piece))
+                records.append(record)
+        except (OSError, ValueError, KeyError, TypeError):
+            log.warning("entries_cache.records_unknown", path=str(self.path), exc_info=True)
+            return None
+        return records
+
+    def _cache_on_disk(self, source: Source) -> dict[int, Any]:
+        """The records of the cache on disk by reference, when it and the checkpoint at
+        `path` are of the file `source`."""
+        named = self._named_on_disk(source)
+        cached = None if named is None else read_cache(cache_path(self.path), named)
+        return {} if cached is None else cached.by_ref()
+
+    def _write_cache(
+        self,
+        snapshot: L3Snapshot,
+        now: datetime,
+        seen: os.stat_result,
+        records: list[Any] | None,
+        refs: list[int],
+    ) -> None:
+        """The entries cache of the checkpoint just written; without records, or when it
+        cannot be written, the cache of the older checkpoint is removed (its readers would
+        tell it is not of this one, after reading it)."""
+        where = cache_path(self.path)
+        try:
+            if records is None:
+                where.unlink(missing_ok=True)
+                return
+            named = identity(snapshot.log_seq, snapshot.last_event_id, format_time(now), seen)
+            save_cache(where, named, records, refs)
+        except OSError:
+            log.warning("entries_cache.not_written", path=str(self.path), exc_info=True)

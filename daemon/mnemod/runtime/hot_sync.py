@@ -17,7 +17,7 @@ import structlog
 from mnemod.clock import Clock, format_time
 from mnemod.domain.keywords import extract_keywords
 from mnemod.domain.model import Entry
-from mnemod.domain.retention import retention_score
+from mnemod.domain.retention import retention_score, retention_scores
 from mnemod.files.l1_files import L1Item
 from mnemod.redisio.changes import BatchEnd
 from mnemod.redisio.hot_layer import HotItem, HotLayer
@@ -45,8 +45,9 @@ class HotSync:
         """Make Redis hold exactly what it should (start-up, refresh, after data loss)."""
         now = self.clock.now()
         ttl = engine.config.ttl
+        entries = list(engine.entries.values())
         scored = _highest(
-            [(retention_score(ttl, e, now), e) for e in engine.entries.values()],
+            list(zip(retention_scores(ttl, entries, now), entries, strict=True)),
             engine.config.hot.max_entries,
         )
         self.scores = {e.id: score for score, e in scored}
@@ -184,11 +185,12 @@ def _clean_mark(committed_seq: int, max_entries: int) -> str:
 
 def _highest(scored: list[tuple[float, Entry]], count: int) -> list[tuple[float, Entry]]:
     """The `count` highest scores, ties by id: sorted(scored, key=(-score, id))[:count],
-    sorting only those at or above the count-th score (a sort of all 100,000 entries by a
-    key was most of a start-up's rebuild)."""
+    sorting by that key only those at or above the count-th score (a sort of all 100,000
+    entries by a key was most of a start-up's rebuild). The count-th score is found by a
+    sort of the bare floats: 1 ms at 100,000, where heapq.nlargest took 50 ms."""
     if count <= 0:
         return []
     if len(scored) > count:
-        floor = heapq.nlargest(count, map(operator.itemgetter(0), scored))[-1]
+        floor = sorted(map(operator.itemgetter(0), scored), reverse=True)[count - 1]
         scored = [pair for pair in scored if pair[0] >= floor]
     return sorted(scored, key=lambda pair: (-pair[0], pair[1].id))[:count]

@@ -65,6 +65,9 @@ class Leader:
             kept = stack.enter_context(StartupLease(lease, clock))
             engine = engine or context.open_engine()
             stack.callback(engine.close)
+            # before the hot layer's rebuild: its 100,000 scores and 5,000 items made the
+            # collector pass over the whole engine three times (0.35-0.45 s of CPU)
+            freeze_started()  # the indexes and entries' JSON are built after, in idle slices
             kept.check()
             feed = ChangeFeed(client, keys, host.owner, lease.ttl_ms)
             publisher = FeedPublisher(feed, engine, config.daemon.feed_max_len)
@@ -84,7 +87,6 @@ class Leader:
             writer.ensure_groups()
             kept.check()
             hot.start(engine, engine.committed_seq)
-            freeze_started()  # the indexes and entries' JSON are built after, in idle slices
             scheduler = Scheduler(config.schedule, context.commands.post)
             scheduler.start()
             stack.callback(scheduler.shutdown)

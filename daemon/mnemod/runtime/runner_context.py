@@ -21,6 +21,7 @@ from mnemod.runtime.commands import CommandQueue
 from mnemod.runtime.leadership import Leadership
 from mnemod.runtime.metrics import Metrics
 from mnemod.store.engine import Engine
+from mnemod.store.heap import collector_paused, freeze_started, thaw_and_collect
 from mnemod.store.paths import NamespacePaths
 
 log = structlog.get_logger("mnemod.daemon")
@@ -77,6 +78,7 @@ class RunnerContext:
         self.beat = host.clock.monotonic()  # the loop's last turn: the watchdog looks
         self._fresh_config: Config | None = None
         self._lock = threading.Lock()
+        self._opened = False  # an engine was opened before (see open_engine)
 
     @property
     def paths(self) -> NamespacePaths:
@@ -94,15 +96,25 @@ class RunnerContext:
         return fresh
 
     def open_engine(self, replica: bool = False) -> Engine:
-        return Engine(
-            self.paths,
-            self.host.config,
-            self.host.clock,
-            l1_dir=self.folders.l1_dir,
-            actor="agent",
-            autosave=False,
-            replica=replica,
-        )
+        """The namespace's engine, its objects frozen (store.heap) before the collector
+        comes back: the engine pauses it while it reads, so the first young pass after the
+        open scanned every object read (0.12 s of CPU at 100,000 entries). Opened again,
+        the frozen heap is collected first (`thaw_and_collect`)."""
+        if self._opened:
+            thaw_and_collect()
+        self._opened = True
+        with collector_paused():
+            engine = Engine(
+                self.paths,
+                self.host.config,
+                self.host.clock,
+                l1_dir=self.folders.l1_dir,
+                actor="agent",
+                autosave=False,
+                replica=replica,
+            )
+            freeze_started()
+        return engine
 
 
 def wait_after_refusal(backoff: Backoff, exc: redis.ResponseError) -> None:

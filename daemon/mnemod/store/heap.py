@@ -50,6 +50,14 @@ def freeze_started() -> None:
     gc.freeze()
 
 
+def thaw_and_collect() -> None:
+    """Hand every frozen object back to the collector and make a full pass: a runner
+    that opens its engine again (a lost lease, a diverged copy) frees the engine it
+    replaces, frozen and held in reference cycles, which no pass would ever see."""
+    gc.unfreeze()
+    gc.collect()
+
+
 def freeze_young() -> None:
     """`freeze_heap` after collecting the young generations only: a full collection scans
     every object not frozen yet (after a GC at 100,000 entries, its index), a stall the

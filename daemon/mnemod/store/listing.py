@@ -30,6 +30,7 @@ import orjson
 
 from mnemod.domain.model import Entry
 from mnemod.errors import CorruptFileError
+from mnemod.files.checkpoint_head import head_of, read_head_stat
 from mnemod.files.entry_texts import file_identity, span
 from mnemod.files.l3_store import entry_slices
 from mnemod.files.listing_file import (
@@ -41,7 +42,7 @@ from mnemod.files.listing_file import (
 )
 from mnemod.ids import ID_PATTERN
 from mnemod.store.paths import NamespacePaths
-from mnemod.store.reader import Unsure, head_of, read_head_stat, records_after, replayed
+from mnemod.store.reader import Unsure, records_after, replayed
 
 # Each field of an entry as mnemod writes it (compact JSON, Entry.to_dict's fields), as the
 # listing relies on it: what it prints or sorts on typed and formed as written, the rest typed.

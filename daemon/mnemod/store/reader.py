@@ -21,7 +21,6 @@ import json
 import mmap
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,74 +29,16 @@ import orjson
 from mnemod.domain.model import Entry
 from mnemod.errors import CorruptFileError, InvalidInputError
 from mnemod.files.change_log import ChangeLog, leading_seq
-from mnemod.files.l3_store import ENTRIES_MARK, FORMAT, STATS_FIELDS
+from mnemod.files.checkpoint_head import Head, read_head
+from mnemod.files.l3_store import STATS_FIELDS
 from mnemod.store.commits import State
 from mnemod.store.l2_layer import L2Files
 from mnemod.store.paths import NamespacePaths
 from mnemod.store.recovery import apply_record
 
-_HEAD_LIMIT = 64 * 1024 * 1024  # the L2 entries are in the head: a generous bound
 _ENTRY_LIMIT = 4 * 1024 * 1024  # one entry's JSON: content is at most 64 KB by default
 _FEW_IDS = 100  # ids looked for one by one (a find each) rather than in one pass
 _ID_AT = re.compile(rb'[\[,]\{"id":"((?:[^"\\]|\\.)*)",')  # an L3 entry's start
-
-
-@dataclass(frozen=True)
-class Head:
-    """The checkpoint without its L3 entries."""
-
-    log_seq: int
-    last_event_id: str | None
-    stats: dict[str, Any]
-    l2: list[dict[str, Any]]
-    l2_written: dict[str, str]
-    entries_at: int  # where the L3 entries' list starts
-    saved_at: str | None = None
-
-
-def read_head(path: Path) -> Head | None:
-    """The head of a checkpoint as mnemod writes it (None: none, or not in that layout)."""
-    found = read_head_stat(path)
-    return None if found is None else found[0]
-
-
-def read_head_stat(path: Path) -> tuple[Head, os.stat_result] | None:
-    """`read_head`, and the stat of the file it was read from."""
-    try:
-        with path.open("rb") as handle:
-            seen = os.fstat(handle.fileno())
-            data = handle.read(1 << 16)
-            while ENTRIES_MARK not in data and len(data) < _HEAD_LIMIT:
-                more = handle.read(len(data))
-                if not more:
-                    return None
-                data += more
-    except OSError:
-        return None
-    head = head_of(data)
-    return None if head is None else (head, seen)
-
-
-def head_of(data: bytes) -> Head | None:
-    """The head of a checkpoint from its first bytes (or all of them)."""
-    at = data.find(ENTRIES_MARK)
-    if at < 0:
-        return None
-    try:
-        head = orjson.loads(data[:at] + b"}")
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(head, dict) or head.get("format") != FORMAT:
-        return None
-    seq, stats, l2 = head.get("log_seq"), head.get("stats"), head.get("l2")
-    last, written = head.get("last_event_id"), head.get("l2_written")
-    if type(seq) is not int or not isinstance(stats, dict) or not isinstance(l2, list):
-        return None
-    if (last is not None and not isinstance(last, str)) or not isinstance(written, dict):
-        return None
-    saved = head.get("saved_at")
-    saved = saved if isinstance(saved, str) else None
-    return Head(seq, last, stats, l2, written, at + len(ENTRIES_MARK), saved)
 
 
 def committed_stats(
