@@ -39,8 +39,9 @@ The event cue: where the person cue applies, the named person's memories that sa
 unless the prompt asks when or names a period (the time cues weigh those by time): lists
 of activities, places or purchases are made of such reports. .718/.825/.887/.927 →
 .718/.826/.888/.932, multi-hop .26/.39/.62/.72 → .26/.39/.62/.74, held-out questions at
-2,000 tokens .872 → .887, no category, split or conversation lower at any budget
-(× 1.4 and × 1.8 each lost at 500 tokens).
+2,000 tokens .872 → .887, no category, split or conversation lower at any budget (× 1.4
+lost at 500 tokens, multi-hop .39 → .38; × 1.8 at 200, multi-hop .26 → .23, though .890
+at 1,000).
 
 Only relevance decides *whether* an item is a candidate; importance and frecency only
 reorder candidates that already match. Frecency is deliberately weak: an item selected by
