@@ -63,6 +63,7 @@ PLAIN_BM25 = RankingSettings(
     when_weight=0.0,
     date_weight=0.0,
     speaker_weight=0.0,
+    event_weight=0.0,
     kin_weight=0.0,
 )
 DEFAULT = RankingSettings()
@@ -71,6 +72,7 @@ ABLATIONS = {
     "-when": replace(DEFAULT, when_weight=0.0),
     "-dates": replace(DEFAULT, date_weight=0.0),
     "-persons": replace(DEFAULT, speaker_weight=0.0),
+    "-events": replace(DEFAULT, event_weight=0.0),
     "-neighbours": replace(DEFAULT, neighbour_weight=0.0),
     "-answers": replace(DEFAULT, answer_weight=DEFAULT.neighbour_weight),
     "-folding": replace(DEFAULT, fold_suffixes=False),

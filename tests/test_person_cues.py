@@ -108,3 +108,46 @@ def test_person_cues_only_reorder(counter: TokenCounter) -> None:
     assert sorted(order(counter, RankingSettings(), prompt, *turns)) == sorted(
         order(counter, NO_PERSONS, prompt, *turns)
     )
+
+
+NO_EVENTS = RankingSettings(event_weight=0.0)
+TOLD = "I went hiking in the hills yesterday with the whole family, it was so much fun."
+PLAIN = "I love hiking in the hills."
+
+
+def test_the_named_persons_memories_that_tell_of_an_event_rank_higher(
+    counter: TokenCounter,
+) -> None:
+    """Both are Ana's and about hiking; the one that says when ("yesterday": it tells of
+    something she did) ranks first only with the event cue (without it the shorter one
+    does)."""
+    told, plain = turn("told", f"Ana: {TOLD}", 0), turn("plain", f"Ana: {PLAIN}", 30)
+    prompt = "What activities has Ana done, like hiking?"
+    assert order(counter, NO_EVENTS, prompt, told, plain)[0] == "plain"
+    assert order(counter, RankingSettings(), prompt, told, plain)[0] == "told"
+
+
+@pytest.mark.parametrize(
+    ("prompt", "speakers"),
+    [
+        ("Where did Ana go hiking?", ("Ana", "Ana")),  # one thing: no person cue
+        ("What activities has Ana done, and when did she go hiking?", ("Ana", "Ana")),
+        ("What activities has Ana done in June, like hiking?", ("Ana", "Ana")),  # a period
+        ("What activities has Ana done, like hiking?", ("Jon", "Jon")),  # not hers
+    ],
+)
+def test_the_event_cue_is_inert_without_a_person_cue_on_a_when_question_or_for_others(
+    counter: TokenCounter, prompt: str, speakers: tuple[str, str]
+) -> None:
+    """A question about one thing, one that asks when or names a period (the time cues weigh
+    the memories by time), and memories of someone the prompt does not name: the order is
+    the one without the cue, at any weight."""
+    told = turn("told", f"{speakers[0]}: {TOLD}", 0)
+    plain = turn("plain", f"{speakers[1]}: {PLAIN}", 30)
+    assert order(counter, RankingSettings(), prompt, told, plain) == order(
+        counter, NO_EVENTS, prompt, told, plain
+    )
+    doubled = RankingSettings(event_weight=10.0)  # inert at any weight
+    assert order(counter, doubled, prompt, told, plain) == order(
+        counter, NO_EVENTS, prompt, told, plain
+    )

@@ -34,6 +34,14 @@ held-out questions at 2,000 tokens .868 → .872, no category, split or conversa
 any budget (× 2.5 lost an adversarial question at 200 tokens). A prompt's word in no memory
 counting through its kin at 0.5 × (domain/word_kin.py), with "-ied" and "-y" folded alike:
 .715/.822/.884/.923 → .718/.825/.887/.927, temporal .84/.91/.95/.97 → .86/.92/.97/.98.
+The event cue: where the person cue applies, the named person's memories that say when
+(they tell of something done: "yesterday I took the kids to the museum") × 1.6 more,
+unless the prompt asks when or names a period (the time cues weigh those by time): lists
+of activities, places or purchases are made of such reports. .718/.825/.887/.927 →
+.718/.826/.888/.932, multi-hop .26/.39/.62/.72 → .26/.39/.62/.74, held-out questions at
+2,000 tokens .872 → .887, no category, split or conversation lower at any budget (× 1.4
+lost at 500 tokens, multi-hop .39 → .38; × 1.8 at 200, multi-hop .26 → .23, though .890
+at 1,000).
 
 Only relevance decides *whether* an item is a candidate; importance and frecency only
 reorder candidates that already match. Frecency is deliberately weak: an item selected by
@@ -109,6 +117,7 @@ class RankingSettings:
     date_slack_days: float = 7.0  # … or this soon after it (events are told after they happen)
     # person cues (domain/person_cues.py): a question after several things about someone
     speaker_weight: float = 1.0  # … and a memory attributed to them: × (1 + this)
+    event_weight: float = 0.6  # … that tells when (of an event): × (1 + this) more
     # a prompt's word in no memory (domain/word_kin.py): its kin count this × a word's BM25
     kin_weight: float = 0.5
 

@@ -332,8 +332,10 @@ class Resolver:
         `date_weight`) for one created in a period the prompt names (or within
         `date_slack_days` after it). Persons (domain/person_cues.py): × (1 +
         `speaker_weight`) for a memory attributed to someone the prompt names, if it asks
-        for several things. None when the prompt has no cue; with one, the largest factor
-        the cues give."""
+        for several things, and × (1 + `event_weight`) more if that memory says when (it
+        tells of an event; not when the prompt asks when or names a period, which the time
+        cues weigh). None when the prompt has no
+        cue; with one, the largest factor the cues give."""
         settings = self.settings
         when = settings.when_weight > 0 and asks_when(prompt)
         spans: list[tuple[datetime, datetime]] = []
@@ -346,6 +348,7 @@ class Resolver:
         when_factor = 1.0 + settings.when_weight if when else 1.0
         date_factor = 1.0 + settings.date_weight
         person_factor = 1.0 + settings.speaker_weight
+        event_factor = 1.0 if when or spans else 1.0 + settings.event_weight
         told = self._tells_when
 
         def factor(candidate: Candidate) -> float:
@@ -354,9 +357,13 @@ class Resolver:
                 value *= date_factor
             if people and speaker(candidate.content) in people:
                 value *= person_factor
+                if event_factor != 1.0 and told(candidate):
+                    value *= event_factor
             return value
 
-        most = when_factor * (date_factor if spans else 1.0) * (person_factor if people else 1.0)
+        most = when_factor * (date_factor if spans else 1.0)
+        if people:
+            most *= person_factor * event_factor
         return factor, most
 
     def _kin_scores(self, words: list[str], skip: Set[str]) -> dict[str, float]:
