@@ -1,5 +1,5 @@
-"""The same thing written otherwise, read as one for dedup's score: synonyms, acronyms and
-compounds (domain.rewordings, domain.synonyms, domain.acronyms)."""
+"""The same thing written otherwise, read as one for dedup's score: synonyms, acronyms,
+compounds and forenames (domain.rewordings, domain.synonyms, domain.acronyms)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from mnemod.domain import acronyms, synonyms
 from mnemod.domain.dedup import TECHNIQUES, PairWeights, Side, compare, judged_pairs
 from mnemod.domain.keywords import extract_keywords
 from mnemod.domain.model import Entry
-from mnemod.domain.rewordings import aligned, joined_up, spelled_out
+from mnemod.domain.rewordings import aligned, forenamed, joined_up, spelled_out
 from mnemod.tokens import token_counter
 
 COUNT = token_counter().count
@@ -82,6 +82,23 @@ def test_a_compound_and_its_parts_are_one_word() -> None:
     }  # "web" is shared: only "site" is left unshared, no compound of two
 
 
+def test_a_forename_before_a_titled_surname_is_read_as_shared() -> None:
+    """ "Sean Harrigan" in one text is "Mr. Harrigan" in the other, either way round; a
+    capitalised word before a shared one is no forename when the other gives no title
+    ("White House" / "House"), nor when the title stands before another name."""
+    full = side("Sean Harrigan of the fund said the pension plan would sue the board.")
+    titled = side("Mr. Harrigan said the pension plan would sue the board.")
+    assert forenamed(titled.words, titled.text, full.words, full.text) == full.words - {"sean"}
+    assert forenamed(full.words, full.text, titled.words, titled.text) == titled.words | {"sean"}
+    untitled = side("Harrigan said the pension plan would sue the board.")
+    assert forenamed(untitled.words, untitled.text, full.words, full.text) == full.words
+    other = side("Dr Jones said Harrigan and the pension plan would sue the board.")
+    assert forenamed(other.words, other.text, full.words, full.text) == full.words
+    house = side("The bill won White House approval in March.")
+    plain = side("The bill won House approval in March.")
+    assert forenamed(plain.words, plain.text, house.words, house.text) == house.words
+
+
 def test_a_rewording_lifts_the_score_and_the_report_says_by_how_much() -> None:
     """Each rewording only adds to the weighted Jaccard; the verdict says what each added
     when asked to explain (dedupe --report), and dedup on add and GC do not read it."""
@@ -94,6 +111,9 @@ def test_a_rewording_lifts_the_score_and_the_report_says_by_how_much() -> None:
          "acronyms"),
         ("The company moved its web site to a new host on Friday evening.",
          "The company moved its website to a new host on Friday evening.", "compounds"),
+        ("Sean Harrigan of the fund said the pension plan would sue the board over pay.",
+         "Mr. Harrigan said the pension plan of the fund would sue the board over pay.",
+         "forenames"),
     ]  # fmt: skip
     for first, second, technique in pairs:
         a, b = side(first), side(second)

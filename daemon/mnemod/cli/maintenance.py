@@ -260,8 +260,9 @@ def _dedupe_line(row: dict[str, Any]) -> str:
     refused = row["refused_by"]
     # the penalties, the credit and the rewordings read as one within the score, if any
     score = f"score {row['score']:.3f}"
-    penalties = [f"{name} {row[name]:+.3f}" for name in ("wording", "clause", "figures",
-                 "both_negate", "synonyms", "acronyms", "compounds") if row.get(name)]  # fmt: skip
+    terms = ("wording", "clause", "figures", "both_negate", "synonyms", "acronyms", "compounds",
+             "forenames")  # fmt: skip
+    penalties = [f"{name} {row[name]:+.3f}" for name in terms if row.get(name)]
     if penalties:
         score += f" ({', '.join(penalties)})"
     if refused == "floor":

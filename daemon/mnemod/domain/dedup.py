@@ -74,7 +74,8 @@ from mnemod.domain.model import Entry
 # because they refused more true duplicates than false ones.
 TECHNIQUES = frozenset(
     {
-        *("idf", "alignment", "synonyms", "acronyms", "compounds", "balance", "wording"),
+        *("idf", "alignment", "synonyms", "acronyms", "compounds", "forenames", "balance"),
+        "wording",
         *("clauses", "figures", "negation", "both_negate"),
     }
 )
@@ -180,10 +181,12 @@ class Similarity(NamedTuple):
     figures: float = 0.0  # the figures penalty within `score` (likewise)
     both_negate: float = 0.0  # what the credit for both texts negating adds to `score`
     # what aligning synonyms (domain.synonyms), reading acronyms as their names and
-    # compounds as their parts add to `score` (read when compare explains)
+    # compounds as their parts and a forename as given before a titled surname add to
+    # `score` (read when compare explains)
     synonyms: float = 0.0
     acronyms: float = 0.0
     compounds: float = 0.0
+    forenames: float = 0.0
 
     @property
     def merges(self) -> bool:
@@ -204,6 +207,7 @@ class Similarity(NamedTuple):
             "synonyms": round(self.synonyms, 3),
             "acronyms": round(self.acronyms, 3),
             "compounds": round(self.compounds, 3),
+            "forenames": round(self.forenames, 3),
         }
 
 
@@ -277,7 +281,7 @@ def compare(
     """Whether `a` and `b` are one memory; `weights` weigh each word by its rarity (None:
     every word alike). `unworded`: the pair's `unworded_score` with the same weights and
     techniques when the caller has it (dedup on add bounds each candidate by it), so that
-    it is not read twice. `explain`: read what the synonyms, acronyms and compounds added
+    it is not read twice. `explain`: read what the synonyms, acronyms, compounds and forenames added
     (`dedupe --report`; dedup on add and GC only need the verdict)."""
     floor, threshold = jaccard_floor(config), config.threshold
     shared = a.words & b.words
@@ -332,6 +336,8 @@ def unworded_score(
         theirs = reword.spelled_out(a.words, a.text, theirs, b.text)
     if "compounds" in techniques:
         theirs = reword.joined_up(a.words, theirs)
+    if "forenames" in techniques:
+        theirs = reword.forenamed(a.words, a.text, theirs, b.text)
     if "idf" in techniques and weights is not None:
         score = weights.jaccard(a.words, theirs)
     else:
@@ -362,11 +368,14 @@ _PENALTIES: tuple[tuple[str, Callable[[Side, Side], float]], ...] = (
 
 _CREDIT = frozenset({"both_negate"})
 # the terms of a verdict besides its score, in Similarity's order
-_TERMS = ("wording", "clauses", "figures", "both_negate", "synonyms", "acronyms", "compounds")
+_TERMS = (
+    *("wording", "clauses", "figures", "both_negate"),
+    *("synonyms", "acronyms", "compounds", "forenames"),
+)
 
 
 def _rewordings(a: Side, b: Side, techniques: Collection[str]) -> list[str]:
-    """Which of the synonyms, acronyms and compounds change what the pair's words align
+    """Which of the synonyms, acronyms, compounds and forenames change what the pair's words align
     to (only for those is what they add read, for the verdict)."""
     mine, theirs = a.words, b.words
     found = []
@@ -378,6 +387,9 @@ def _rewordings(a: Side, b: Side, techniques: Collection[str]) -> list[str]:
         found += ["acronyms"] if spelled is not theirs else []
     if "compounds" in techniques:
         found += ["compounds"] if reword.joined_up(mine, theirs) is not theirs else []
+    if "forenames" in techniques:
+        named = reword.forenamed(mine, a.text, theirs, b.text)
+        found += ["forenames"] if named is not theirs else []
     return found
 
 
