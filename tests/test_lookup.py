@@ -53,28 +53,43 @@ def test_counts_past_the_planes_held_in_names_are_exact(
 
 
 KEYWORD_SETS = st.lists(st.sampled_from([f"w{i}" for i in range(6)]), max_size=5)
+# a few common words and many rare ones, in sets of sizes that share a band (up to 12)
+SKEWED_SETS = st.lists(
+    st.one_of(st.sampled_from(["c0", "c1", "c2"]), st.sampled_from([f"r{i}" for i in range(14)])),
+    max_size=12,
+)
 
 
 @given(
     st.lists(
-        st.tuples(st.integers(0, 30), KEYWORD_SETS, st.sampled_from(["context", "fact"])),
+        st.tuples(
+            st.integers(0, 30),
+            st.one_of(KEYWORD_SETS, SKEWED_SETS),
+            st.sampled_from(["context", "fact"]),
+        ),
         min_size=5,
         max_size=80,
     ),
-    KEYWORD_SETS,
+    st.one_of(KEYWORD_SETS, SKEWED_SETS),
     st.sampled_from([0.2, 0.45, 0.5, 0.75, 1.0]),
     st.sampled_from([1, 2, 3, 64]),
+    st.sampled_from([1.0, 1.3, 2.0]),
 )
 def test_the_lookup_passes_exactly_the_entries_at_the_floor(
-    changes: list[tuple[int, list[str], str]], probe: list[str], floor: float, dense: int
+    changes: list[tuple[int, list[str], str]],
+    probe: list[str],
+    floor: float,
+    dense: int,
+    band: float,
 ) -> None:
     """Whatever was added, changed and taken out before (slots freed and taken again,
     postings turned from arrays to bitmaps and back), the lookup's candidates are the
     entries of the probe's type whose plain keyword Jaccard with it reaches the floor, each
-    with the words it shares: what comparing with every entry finds."""
+    with the words it shares: what comparing with every entry finds, with a class per set
+    size or per band of sizes (the lookup's own, GC_BAND, and a wider one)."""
     from mnemod.store.lookup import Lookup
 
-    lookup = Lookup(dense_share=dense)  # small shares: both forms of postings in use
+    lookup = Lookup(dense_share=dense, band=band)  # small shares: both forms of postings
     held: dict[str, Entry] = {}
     for number, keywords, kind in changes:
         at = f"E{number:02d}"
