@@ -16,10 +16,10 @@ import pytest
 import mnemod
 from helpers import run_cli
 from mnemod.clock import FixedClock
+from mnemod.files.checkpoint_head import read_head_stat
 from mnemod.files.listing_file import FORMAT, identity, listing_path, read_listing_text, row_line
 from mnemod.store.listing import committed_rows, listed_text
 from mnemod.store.paths import NamespacePaths
-from mnemod.store.reader import read_head_stat
 from test_reader import FILTERS, T0, busy_store
 
 ODD = 'Tabs\there, a new\nline, a \\ backslash, "quotes", \r and ünïcødé ✓ 𝄞 \u2028 end'
