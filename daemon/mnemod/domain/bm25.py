@@ -263,17 +263,26 @@ class Bm25Index:
             return {}
         if found is None:
             return self._exact(weighted, doc_ids, {})
-        known, met = found.known, found.lower
-        rest = [(t, idf) for t, idf in weighted if t not in found.walked]
-        wanted = self._doc_terms.keys() & set(doc_ids)  # documents not indexed match nothing
-        out = {doc_id: known[doc_id] for doc_id in wanted & known.keys()}
-        unknown = wanted - known.keys()
-        self._exact(weighted, unknown & met.keys(), out)
-        if rest:
+        known, met, doc_terms = found.known, found.lower, self._doc_terms
+        out: dict[str, float] = {}
+        again: list[str] = []  # met, not scored: scored now
+        unmet: dict[str, float] = {}
+        # one pass over the documents asked for: a set operation with `met` (the search's
+        # partial sums, tens of thousands at 100,000 memories) would walk all of it
+        for doc_id in doc_ids:
+            value = known.get(doc_id)
+            if value is not None:
+                out[doc_id] = value
+            elif doc_id in met:
+                again.append(doc_id)
+            elif doc_id in doc_terms:  # documents not indexed match nothing
+                unmet[doc_id] = 0.0
+        self._exact(weighted, dict.fromkeys(again), out)
+        rest = [t for t, _ in weighted if t not in found.walked]
+        if rest and unmet:
             # a document never met holds none of the walked terms: its score is the sum, in
             # query order, of its groups' contributions under the other terms
-            unmet = dict.fromkeys(unknown - met.keys(), 0.0)
-            self._add_groups([t for t, _ in rest], unmet)
+            self._add_groups(rest, unmet)
             out.update((d, v) for d, v in unmet.items() if v)
         return out
 
