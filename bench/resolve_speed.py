@@ -50,8 +50,13 @@ With `--pause-ms N` every timed call (in process and over RPC) follows N ms of i
 calls do when an agent resolves once per prompt: in process then also runs on cooled
 caches, so `rpc_minus_used_ms` no longer counts that cost to the RPC.
 
+With `--stores DIR` a store built there before for the same size and corpus is copied
+(one built now is kept there): building 100,000 memories takes minutes, and two checkouts
+measured on one DIR measure the very same files.
+
     python bench/resolve_speed.py [--data PATH] [--sizes 1000,10000,100000] [--no-rpc]
-        [--queries 100] [--pause-ms N] [--profile] [--out bench/results/resolve_speed.json]
+        [--queries 100] [--pause-ms N] [--profile] [--stores DIR]
+        [--out bench/results/resolve_speed.json]
 """
 
 from __future__ import annotations
@@ -481,9 +486,10 @@ def run_size(
     source = memories(turns, rng)
     row: dict[str, Any] = {"entries": size}
     with tempfile.TemporaryDirectory(prefix="mnemod-speed-") as name:
-        folder = Path(name)
+        folder = Path(name) / "store"
         # adds with the normal dedup check are timed afterwards on the full store
-        row["build_s"] = round(build(folder, size, source), 2)
+        kept = Path(args.stores) if args.stores else None
+        row["build_s"], row["copied"] = kept_build(folder, size, turns, source, kept)
         store = mnemod.open(folder, config=CONFIG)
         try:
             adds = sample_adds(store, size, source, args.adds)
@@ -523,6 +529,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--no-rpc", dest="rpc", action="store_false")
     parser.add_argument("--profile", action="store_true", help="cProfile the largest size")
+    parser.add_argument(
+        "--stores", default=None, help="kept stores, copied rather than built (see kept_build)"
+    )
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "resolve_speed.json"))
     args = parser.parse_args(argv)
     args.sizes = [int(s) for s in args.sizes.split(",")]

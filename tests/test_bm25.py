@@ -158,7 +158,7 @@ def test_top_k_equals_exact_top_k(
     else:
         assert found.count_at_least(0.0, excluded) <= len(matches - set(found.scores))
     # scoring more documents with the search's help gives the same floats as without it
-    some = [*docs, "absent"]
+    some = [*docs, "absent", *docs]  # a document asked for twice counts once
     assert index.score_docs(query, some, found) == index.score_docs(query, some)
 
 
@@ -375,10 +375,12 @@ def test_top_k_is_the_plain_walk(
         index.add(doc_id, terms)
     words = [f"w{i}" for i in query]
     exclude = frozenset(f"d{i:04d}" for i in excluded)
-    saved = bm25._POOL_CHUNK
+    saved, share = bm25._POOL_CHUNK, bm25._POOL_MAP_SHARE
     try:
-        for chunk in (saved, 1, saved):  # the pool summed in small steps; then from the caches
-            bm25._POOL_CHUNK = chunk
+        # the pool summed in small steps; then from the caches; its terms' contributions
+        # looked up one document at a time, or from maps built at the first lookup
+        for chunk, maps in ((saved, share), (1, share), (saved, share), (1, 0), (1, 1 << 30)):
+            bm25._POOL_CHUNK, bm25._POOL_MAP_SHARE = chunk, maps
             got = index.top_k(words, k, exclude=exclude)
             want = plain_top_k(index, words, k, exclude)
             assert list(got.scores.items()) == list(want.scores.items())
@@ -388,4 +390,4 @@ def test_top_k_is_the_plain_walk(
             assert got.walked == want.walked
             assert got.count_at_least(0.5, exclude) == want.count_at_least(0.5, exclude)
     finally:
-        bm25._POOL_CHUNK = saved
+        bm25._POOL_CHUNK, bm25._POOL_MAP_SHARE = saved, share

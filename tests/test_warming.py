@@ -3,6 +3,7 @@ whatever changes meanwhile, dedup and resolve answer as on a store opened afresh
 
 from __future__ import annotations
 
+import gc
 import random
 import shutil
 from datetime import UTC, datetime, timedelta
@@ -115,3 +116,53 @@ def test_a_removed_entry_leaves_resolve_at_once(tmp_path: Path) -> None:
     store.remove(gone.id)
     assert [i.id for i in store.resolve("what are the pets named?", budget=200).items] == [kept.id]
     store.close()
+
+
+def test_what_the_first_use_builds_is_built_with_the_collector_off(tmp_path: Path) -> None:
+    """Resolve's view and the dedup postings built when first needed: no cyclic collection
+    while they are built, a full one after (store.heap.built_whole), the collector on again
+    as it was. With its thresholds at their lowest, the collector on made a full pass every
+    few objects of the build."""
+    rng = random.Random(3)
+    clock = FixedClock(T0)
+    store = mnemod.open(tmp_path, clock=clock)
+    for n in range(200):
+        clock.advance(timedelta(minutes=1))
+        store.add(sentence(rng), id=f"e{n:04d}")
+    store.close()
+    store = mnemod.open(tmp_path, clock=clock)
+    indexes = store.engine.indexes
+    calling = [""]  # the call under way
+    during: list[str] = []  # what was being built when a full pass started
+    after: list[str] = []
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        if phase != "start" or info["generation"] != 2:
+            return
+        if calling[0] == "resolve" and not indexes.recall_built:
+            during.append("view")
+        elif calling[0] == "similar" and not indexes.postings_built:
+            during.append("postings")
+        else:
+            after.append(calling[0])
+
+    thresholds, was_enabled = gc.get_threshold(), gc.isenabled()
+    gc.enable()
+    gc.set_threshold(1, 1, 1)
+    gc.callbacks.append(count)
+    try:
+        calling[0] = "resolve"
+        store.engine.resolve(PROMPTS[0], 120, now=clock.now(), record_access=False)
+        calling[0] = "similar"
+        store.engine.similar(next(iter(store.engine.entries.values())))
+        calling[0] = ""
+        enabled = gc.isenabled()
+    finally:
+        gc.callbacks.remove(count)
+        gc.set_threshold(*thresholds)
+        (gc.enable if was_enabled else gc.disable)()
+        store.close()
+    assert indexes.recall_built and indexes.postings_built
+    assert during == []
+    assert {"resolve", "similar"} <= set(after)  # each build's pass at its end
+    assert enabled

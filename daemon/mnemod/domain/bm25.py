@@ -37,13 +37,14 @@ import sys
 from collections import Counter
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
-from itertools import repeat
+from itertools import chain, repeat
 from operator import itemgetter
 
 _SLACK = 1e-9  # bounds are compared with a little room for float rounding
 _second = itemgetter(1)
 _SMALL_GROUP = 16  # a group with fewer documents is added up one by one (see top_k)
 _POOL_CHUNK = 32  # the pool's best partials summed first, at least (see _best_of_pool)
+_POOL_MAP_SHARE = 8  # see _best_of_pool
 _CACHED_TERMS = 4096  # terms whose group contributions are kept between writes
 _BY_DOC_MIN_DF = 1000  # a term held by this many documents ...
 _BY_DOC_MIN_SHARE = 20  # ... and by at least 1 in this many has its contributions by document
@@ -263,29 +264,46 @@ class Bm25Index:
             return {}
         if found is None:
             return self._exact(weighted, doc_ids, {})
-        known, met = found.known, found.lower
-        rest = [(t, idf) for t, idf in weighted if t not in found.walked]
-        wanted = self._doc_terms.keys() & set(doc_ids)  # documents not indexed match nothing
-        out = {doc_id: known[doc_id] for doc_id in wanted & known.keys()}
-        unknown = wanted - known.keys()
-        self._exact(weighted, unknown & met.keys(), out)
-        if rest:
+        known, met, doc_terms = found.known, found.lower, self._doc_terms
+        out: dict[str, float] = {}
+        again: list[str] = []  # met, not scored: scored now
+        unmet: dict[str, float] = {}
+        # one pass over the documents asked for: a set operation with `met` (the search's
+        # partial sums, tens of thousands at 100,000 memories) would walk all of it
+        for doc_id in doc_ids:
+            value = known.get(doc_id)
+            if value is not None:
+                out[doc_id] = value
+            elif doc_id in met:
+                again.append(doc_id)
+            elif doc_id in doc_terms:  # documents not indexed match nothing
+                unmet[doc_id] = 0.0
+        self._exact(weighted, dict.fromkeys(again), out)
+        rest = [t for t, _ in weighted if t not in found.walked]
+        if rest and unmet:
             # a document never met holds none of the walked terms: its score is the sum, in
             # query order, of its groups' contributions under the other terms
-            unmet = dict.fromkeys(unknown - met.keys(), 0.0)
-            self._add_groups([t for t, _ in rest], unmet)
+            self._add_groups(rest, unmet)
             out.update((d, v) for d, v in unmet.items() if v)
         return out
 
-    def _add_groups(self, terms: list[str], totals: dict[str, float]) -> None:
+    def _add_groups(
+        self,
+        terms: list[str],
+        totals: dict[str, float],
+        maps: dict[str, dict[str, float]] | None = None,
+    ) -> None:
         """Add, term by term in the given order, each term's group contribution to the
         documents of `totals` that hold it: by intersecting its groups with `totals` (in C)
         when it has few groups and postings for so many documents, else by looking each
-        document's group up. Each document sits
-        in one group per term, so the sums are the same floats either way."""
+        document's group up, or in `maps` (a term's contributions by document, given by
+        the caller). Each document sits in one group per term, so the sums are the same
+        floats either way."""
         doc_terms = self._doc_terms
         for term in terms:
-            by_doc = self._by_doc(term, len(totals))
+            by_doc = maps.get(term) if maps else None
+            if by_doc is None:
+                by_doc = self._by_doc(term, len(totals))
             if by_doc is not None:
                 get = by_doc.get
                 for doc_id in totals:
@@ -329,6 +347,13 @@ class Bm25Index:
         self._doc_cache[term] = cached
         self._doc_cached += df
         return cached
+
+    def _doc_map(self, term: str) -> dict[str, float]:
+        """`term`'s contribution by document, built now (in C, a group at a time)."""
+        by_doc: dict[str, float] = {}
+        for value, _, docs in self._impacts(term):
+            by_doc.update(zip(docs, repeat(value)))
+        return by_doc
 
     def _values(self, term: str) -> dict[tuple[int, int], float]:
         """Each group's contribution by its (tf, length) key, cached like `_impacts`."""
@@ -389,19 +414,32 @@ class Bm25Index:
         most = [0.0] * (len(terms) + 1)  # most[j]: what terms j.. can add at most
         for j in range(len(terms) - 1, -1, -1):
             most[j] = most[j + 1] + terms[j][1]
+        # a term's contributions by document, built for this call once its lookups come
+        # to a `_POOL_MAP_SHARE`-th of its postings (one lookup costs about as much as
+        # that many postings put in a map)
+        maps: dict[str, dict[str, float]] = {}
+        looked = dict.fromkeys([t for t, _ in terms], 0)
         sums: dict[str, float] = {}
         done, end = 0, min(len(ranked), max(2 * k, _POOL_CHUNK))  # more than k: a first cut
         cut = bar = -math.inf
+        top: list[float] = []  # the k largest sums so far, largest first
         while done < end:
             chunk = {d: acc[d] for d in ranked[done:end]}
             for j, (term, _) in enumerate(terms):
                 if j and bar > -math.inf:
                     floor = bar - most[j]
                     chunk = {d: v for d, v in chunk.items() if v >= floor}
-                self._add_groups([term], chunk)
+                if term not in maps:
+                    looked[term] += len(chunk)
+                    df = self._df[term]
+                    if looked[term] * _POOL_MAP_SHARE >= df and term not in self._doc_cache:
+                        maps[term] = self._doc_map(term)
+                self._add_groups([term], chunk, maps)
             sums.update(chunk)
             done = end
-            cut = heapq.nlargest(k, sums.values())[-1]
+            # the k largest of all the sums are the k largest of those before and the chunk's
+            top = heapq.nlargest(k, chain(top, chunk.values()))
+            cut = top[-1]
             bar = cut * (1.0 - 2 * _SLACK)
             # the next documents whose bound reaches the bar, twice as many at most
             reach = bisect.bisect_left(ranked, -bar, lo=done, key=lambda d: -(acc[d] + most[0]))
@@ -453,7 +491,10 @@ class Bm25Index:
         if stopped:
             # the other terms only for the candidates that can still reach theta
             remaining = rest[essential]
-            kept = [d for d, p in acc.items() if p + remaining >= theta]
+            # a partial below `low` cannot reach theta, whatever the rounding: the sum is
+            # computed only for the few that pass the plain comparison
+            low = theta - remaining - _SLACK * (theta + remaining)
+            kept = [d for d, p in acc.items() if p >= low and p + remaining >= theta]
             if exclude:
                 kept = [d for d in kept if d not in exclude]
             if len(kept) > k:
@@ -483,7 +524,8 @@ class Bm25Index:
 def _best_above(sums: dict[str, float], cut: float, k: int) -> list[str]:
     """The `k` best of `sums`, ties by id, given `cut`, the k-th largest sum: those within
     the slack of it are ranked, for rounding not to decide a tie."""
-    near = [(d, s) for d, s in sums.items() if s >= cut * (1.0 - _SLACK)]
+    bar = cut * (1.0 - _SLACK)
+    near = [(d, s) for d, s in sums.items() if s >= bar]
     near.sort(key=lambda item: (-item[1], item[0]))
     return [d for d, _ in near[:k]]
 

@@ -201,8 +201,10 @@ class Tally:
             return False  # the line alone does not fit (the marginal cost is never less)
         return self.used + self.marginal(candidate) + self.reserve <= self.budget
 
-    def take(self, candidate: Candidate) -> int:
-        cost = self.marginal(candidate)
+    def take(self, candidate: Candidate, cost: int | None = None) -> int:
+        """Add `candidate`; `cost` is its `marginal` now, when the caller has it."""
+        if cost is None:
+            cost = self.marginal(candidate)
         self.used += cost
         if is_dated(candidate):
             day = day_of(candidate.created_at)

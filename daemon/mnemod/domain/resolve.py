@@ -520,25 +520,26 @@ class Resolver:
         line = self.costs.line
         limit = budget - reserve  # what the text may use before the note
         lengths = []  # of the ranked lines, to tell whether the pool ran out (below)
+        left = 0
         for _, doc_id, score, own, matched in ranked:
             c = items[doc_id]
             cost = line(c)
             lengths.append(cost)
             # the line alone must fit (the marginal cost is never less), then the marginal
-            if tally.used + cost <= limit and tally.fits(c):
-                pick = _Pick(c, "cold", own, score, matched=matched)
-                pick.cost = tally.take(c)
-                pick.reason = "taken"
+            if tally.used + cost <= limit and tally.used + (extra := tally.marginal(c)) <= limit:
+                pick = _Pick(c, "cold", own, score, extra, matched, "taken")
+                tally.take(c, extra)
                 taken.append(pick)
                 if trace:
                     out.considered.append(pick)
                 continue
-            out.left += matched
+            left += matched
             if trace:
                 pick = _Pick(c, "cold", own, score, matched=matched)
                 pick.cost = tally.marginal(c)
                 pick.reason = "left: budget"
                 out.considered.append(pick)
+        out.left += left
         # the rows ran out before the budget did: a line of the ranked rows' usual length
         # would still fit (so lines too long for what is left never widen the pool)
         usual = statistics.median_low(lengths) if lengths else 1

@@ -33,7 +33,7 @@ from mnemod.files.lock import NamespaceLock
 from mnemod.store import changes
 from mnemod.store.bulk import restore_entries
 from mnemod.store.gc_run import run_gc
-from mnemod.store.heap import collector_paused
+from mnemod.store.heap import built_whole, collector_paused
 from mnemod.store.l2_layer import Edit
 from mnemod.store.lookup import Lookup
 from mnemod.store.paths import NamespacePaths
@@ -223,8 +223,12 @@ class Engine:
 
     @property
     def recall(self) -> Recall:
-        """Resolve's view of every item (built now if it was not: store.warming)."""
-        return self.indexes.recall
+        """Resolve's view of every item (built now if it was not: store.warming, the
+        collector held off meanwhile, see store.heap.built_whole)."""
+        if self.indexes.recall_built:
+            return self.indexes.recall
+        with built_whole():
+            return self.indexes.recall
 
     @property
     def cold(self) -> bool:
@@ -281,6 +285,9 @@ class Engine:
 
     def similar(self, entry: Entry) -> tuple[Entry, float] | None:
         """The same-type L3 entry that is one memory with `entry`, best score first."""
+        if not self.indexes.postings_built:  # built now (see `recall`)
+            with built_whole():
+                self.indexes.postings_ready()
         return self.indexes.postings_ready().similar(entry, self.entries, self.config.dedup)
 
     # ---- writes ------------------------------------------------------------------------

@@ -30,6 +30,23 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
+@contextmanager
+def built_whole() -> Iterator[None]:
+    """Around a structure built whole inside one call (resolve's view or the dedup postings,
+    when a request needs them before `warm` built them): no cyclic collection while it is
+    built, then one full pass. With the collector on, each full pass during the build scans
+    the heap built so far (three at 100,000 entries, 0.6 s of CPU; one after it, 0.3 s);
+    and what the build made after the last of them counted as new, so the next full pass
+    fell on a later request (a resolve of 100 ms at 10,000 entries, where one takes 2).
+    After the pass the collector counts the built heap as old: its next full pass waits
+    until the heap grew by a quarter again. No pass when the collector is off (the
+    application's choice, or a maintenance job's hold: `YoungOnly`)."""
+    with collector_paused():
+        yield
+    if gc.isenabled():
+        gc.collect()
+
+
 def freeze_heap() -> None:
     """Collect, then hide every object alive now from the collector: a full collection
     scanning the entries took 60-110 ms at 10,000 entries, stalling a request every few

@@ -59,6 +59,16 @@ class Indexes:
         return not self._postings or self._recall is None or bool(self._waiting)
 
     @property
+    def recall_built(self) -> bool:
+        """Resolve's view is complete: `recall` returns it at once."""
+        return self._recall is not None and not self._waiting
+
+    @property
+    def postings_built(self) -> bool:
+        """Every entry's words are indexed: `postings_ready` returns at once."""
+        return self._postings
+
+    @property
     def recall(self) -> Recall:
         """Resolve's view, complete (built now if it was not)."""
         self._build_recall(math.inf)
