@@ -198,7 +198,7 @@ def test_redis_keys_doc_examples_work(tmp_path: Path) -> None:
         prelude = 'r() { redis-cli -s .mnemod/redis/redis.sock "$@"; }\n'
         script = prelude + blocks["Agent operations"] + "sleep 1\n"
         script += blocks["Resolve over the rpc stream"]
-        script += "r SMEMBERS 'mnemod:{default}:kw:timezone'\n"
+        script += "r GET 'mnemod:{default}:key:user.tz'\n"
         output = run_example(["bash", "-c", script], url, cwd=served.parent)
         answer = next(line for line in output.splitlines() if line.startswith('{"id":"1'))
         assert "User prefers the Asia/Taipei timezone" in json.loads(answer)["text"]

@@ -109,10 +109,11 @@ def test_a_batch_planned_from_what_redis_no_longer_holds_ends_once(
     events = read_events(redis_client, 1)
     layer = HotLayer(redis_client, KEYS)
     layer.put(item("A1"))
-    redis_client.hset(KEYS.item("A1"), "keywords", '["edited"]')  # a hand edit
-    layer.apply([item("A1", keywords=("moved",))], [], BatchEnd.of({"A1": "update"}, events))
-    assert redis_client.smembers(KEYS.kw("moved")) == {"A1"}
-    assert not redis_client.exists(KEYS.kw("edited"))
+    redis_client.hset(KEYS.item("A1"), "key", "edited")  # a hand edit
+    redis_client.set(KEYS.key("edited"), "A1")
+    layer.apply([item("A1", key="moved")], [], BatchEnd.of({"A1": "update"}, events))
+    assert redis_client.get(KEYS.key("moved")) == "A1"
+    assert not redis_client.exists(KEYS.key("edited"))
     assert listener.drained(redis_client) == [{"op": "update", "id": "A1"}]
     assert pending(redis_client) == 0
 

@@ -13,7 +13,7 @@ from mnemod.domain.model import Entry
 from mnemod.errors import InvalidInputError
 from mnemod.redisio.change_feed import FencedOut
 from mnemod.redisio.hot_layer import HotItem, HotLayer
-from mnemod.redisio.keys import MAX_TERM_CHARS, Keys
+from mnemod.redisio.keys import Keys
 
 KEYS = Keys("mnemod", "ns")
 
@@ -69,8 +69,6 @@ def test_put_writes_hash_and_every_index(hot: HotLayer, redis_client: redis.Redi
     assert set(state) == {
         "mnemod:{ns}:m:A1",
         "mnemod:{ns}:hot",
-        "mnemod:{ns}:kw:timezone",
-        "mnemod:{ns}:kw:taipei",
         "mnemod:{ns}:key:user.tz",
     }
     stored = state["mnemod:{ns}:m:A1"]
@@ -86,8 +84,10 @@ def test_put_writes_hash_and_every_index(hot: HotLayer, redis_client: redis.Redi
         "last_accessed_at",
         "access_count",
         "expires_at",
+        "keywords",
     ):
         assert field in stored
+    assert stored["keywords"] == '["timezone","taipei"]'
     assert stored["layer"] == "l3" and stored["importance"] == "4" and stored["expires_at"] == ""
     assert state["mnemod:{ns}:hot"] == [("A1", 1.5)]
     assert state["mnemod:{ns}:key:user.tz"] == "A1"
@@ -96,18 +96,14 @@ def test_put_writes_hash_and_every_index(hot: HotLayer, redis_client: redis.Redi
     assert hot.ids("l3") == ["A1"]
 
 
-def test_replace_removes_stale_keywords_key_and_layer(
-    hot: HotLayer, redis_client: redis.Redis
-) -> None:
+def test_replace_removes_stale_key_and_layer(hot: HotLayer, redis_client: redis.Redis) -> None:
     hot.put(item(key="user.tz"))
     hot.put(item(key="tz", layer="l2", keywords=("timezone", "zone"), score=0.0))
     state = snapshot(redis_client)
-    assert "mnemod:{ns}:kw:taipei" not in state
-    assert "mnemod:{ns}:key:user.tz" not in state
-    assert "mnemod:{ns}:hot" not in state
+    assert set(state) == {"mnemod:{ns}:m:A1", "mnemod:{ns}:l2", "mnemod:{ns}:key:tz"}
     assert state["mnemod:{ns}:l2"] == [("A1", 0.0)]
-    assert state["mnemod:{ns}:kw:zone"] == {"A1"}
     assert state["mnemod:{ns}:key:tz"] == "A1"
+    assert hot.get("A1") == item(key="tz", layer="l2", keywords=("timezone", "zone"), score=0.0)
 
 
 def test_replace_keeps_a_label_another_item_took_over(hot: HotLayer) -> None:
@@ -126,16 +122,21 @@ def test_a_label_handed_over_in_one_batch_ends_with_its_new_item(hot: HotLayer) 
     assert hot.id_for_key("other") == "A1"
 
 
-def test_a_batch_sends_one_command_per_keyword_set(
-    hot: HotLayer, redis_client: redis.Redis
-) -> None:
-    """Items sharing words share their SADDs: a batch's commands follow its distinct
-    words, not its items times their words."""
-    before = int(redis_client.info("commandstats").get("cmdstat_sadd", {}).get("calls", 0))
+def test_a_batch_writes_no_keyword_sets(hot: HotLayer, redis_client: redis.Redis) -> None:
+    """The words are the hash's `keywords` field: no set per word (a SADD per word of
+    every item was most of a batch's Redis work), one ZADD for the batch's layer."""
+
+    def calls(name: str) -> int:
+        stats = redis_client.info("commandstats")
+        return int(stats.get(f"cmdstat_{name}", {}).get("calls", 0))
+
+    before = calls("sadd"), calls("zadd")
     hot.apply([item(f"A{n}", keywords=("timezone", "taipei")) for n in range(3)], [])
-    after = int(redis_client.info("commandstats")["cmdstat_sadd"]["calls"])
-    assert after - before == 2
-    assert redis_client.smembers(KEYS.kw("taipei")) == {"A0", "A1", "A2"}
+    assert (calls("sadd"), calls("zadd")) == (before[0], before[1] + 1)
+    assert redis_client.keys("mnemod:{ns}:kw:*") == []
+    assert [hot.get(f"A{n}") for n in range(3)] == [
+        item(f"A{n}", keywords=("timezone", "taipei")) for n in range(3)
+    ]
 
 
 def evalsha_calls(client: redis.Redis) -> int:
@@ -151,9 +152,8 @@ def test_a_batch_of_items_this_layer_wrote_is_one_script_call(
     hot.apply([item("A1", keywords=("zone",)), item("C3", keywords=("gamma",))], ["B2"])
     assert evalsha_calls(redis_client) - before == 1
     state = snapshot(redis_client)
-    assert "mnemod:{ns}:kw:taipei" not in state
     assert "mnemod:{ns}:key:b" not in state
-    assert state["mnemod:{ns}:kw:zone"] == {"A1"}
+    assert redis_client.hget(KEYS.item("A1"), "keywords") == '["zone"]'
     assert redis_client.zrange(KEYS.layer("l3"), 0, -1) == ["A1", "C3"]
 
 
@@ -169,11 +169,7 @@ def test_items_another_writer_left_are_replaced_and_removed_whole(
     assert fresh.apply([item("A1", keywords=("zone",))], ["B2"]) == 1
     assert evalsha_calls(redis_client) - before == 2
     state = snapshot(redis_client)
-    assert set(state) == {
-        "mnemod:{ns}:m:A1",
-        "mnemod:{ns}:hot",
-        "mnemod:{ns}:kw:zone",
-    }
+    assert set(state) == {"mnemod:{ns}:m:A1", "mnemod:{ns}:hot"}
     assert fresh.remove("B2") is False
 
 
@@ -184,18 +180,16 @@ def test_remove_drops_everything(hot: HotLayer, redis_client: redis.Redis) -> No
     assert snapshot(redis_client) == {
         "mnemod:{ns}:m:B2": redis_client.hgetall("mnemod:{ns}:m:B2"),
         "mnemod:{ns}:hot": [("B2", 1.5)],
-        "mnemod:{ns}:kw:timezone": {"B2"},
     }
     assert hot.remove("A1") is False
     assert hot.get("A1") is None
 
 
 def test_unicode_and_overlong_terms(hot: HotLayer, redis_client: redis.Redis) -> None:
-    long_term = "長" * (MAX_TERM_CHARS + 5)
+    long_term = "長" * 100
     hot.put(item(keywords=("時區", long_term)))
-    assert redis_client.smembers("mnemod:{ns}:kw:時區") == {"A1"}
-    assert redis_client.smembers(KEYS.kw(long_term)) == {"A1"}
-    assert KEYS.kw(long_term).endswith("長" * MAX_TERM_CHARS)
+    got = hot.get("A1")
+    assert got is not None and got.keywords == ("時區", long_term)
     hot.remove("A1")
     assert redis_client.keys("mnemod:{ns}:*") == []
 
@@ -203,24 +197,25 @@ def test_unicode_and_overlong_terms(hot: HotLayer, redis_client: redis.Redis) ->
 def test_sync_removes_extras_and_repairs_indexes(hot: HotLayer, redis_client: redis.Redis) -> None:
     for n in range(5):
         hot.put(item(f"I{n}", key=f"k{n}", keywords=("common", f"t{n}")))
-    redis_client.sadd("mnemod:{ns}:kw:common", "ghost")  # dangling index entries
-    redis_client.set("mnemod:{ns}:key:orphan", "ghost")
+    redis_client.set("mnemod:{ns}:key:orphan", "ghost")  # a dangling index entry
     redis_client.hset("mnemod:{ns}:m:loose", mapping={"content": "no index"})
+    # the keyword sets of the earlier layout, any type
+    redis_client.sadd("mnemod:{ns}:kw:common", "I1", "ghost")
+    redis_client.set("mnemod:{ns}:kw:stray", "left by someone")
     wanted = [item("I1", key="k1", keywords=("common",)), item("N9", layer="l1", score=3.0)]
     result = hot.sync(wanted)
     assert (result.written, result.removed) == (2, 5)
-    assert result.repaired == 2
+    assert result.repaired == 3
     state = snapshot(redis_client)
-    assert state["mnemod:{ns}:kw:common"] == {"I1"}
-    assert "mnemod:{ns}:key:orphan" not in state
-    assert "mnemod:{ns}:m:loose" not in state
+    assert set(state) == {
+        "mnemod:{ns}:m:I1",
+        "mnemod:{ns}:m:N9",
+        "mnemod:{ns}:hot",
+        "mnemod:{ns}:l1",
+        "mnemod:{ns}:key:k1",
+    }
     assert hot.all_ids() == {"I1", "N9"}
     assert hot.ids("l1") == ["N9"]
-    assert sorted(k for k in state if ":kw:" in k) == [
-        "mnemod:{ns}:kw:common",
-        "mnemod:{ns}:kw:taipei",
-        "mnemod:{ns}:kw:timezone",
-    ]
 
 
 def test_touch_writes_what_an_access_changes_and_nothing_else(
@@ -249,26 +244,27 @@ def test_touch_writes_what_an_access_changes_and_nothing_else(
     after = snapshot(redis_client)
     assert after[KEYS.layer("l3")] == [("B2", 1.5), ("A1", 9.5)]
     changed = {name for name in before.keys() | after.keys() if before.get(name) != after.get(name)}
-    assert changed == {KEYS.item("A1"), KEYS.layer("l3")}  # keyword sets, labels untouched
+    assert changed == {KEYS.item("A1"), KEYS.layer("l3")}  # labels untouched
     assert not redis_client.exists(KEYS.item("GONE"))  # never brought back half-written
 
 
 def test_keys_something_else_overwrote_are_replaced(
     hot: HotLayer, redis_client: redis.Redis
 ) -> None:
-    """Hot-layer keys turned into another type (a keyword set, the layer set, an item hash,
-    a stored item's old keyword) made every write fail with WRONGTYPE, at each restart too:
-    they are replaced and the write goes through, for puts, removals, touches and sync."""
-    hot.put(item("A1", keywords=("timezone", "taipei")))
-    redis_client.set("mnemod:{ns}:kw:taipei", "not a set")  # an old keyword of A1
-    redis_client.set("mnemod:{ns}:kw:lisbon", "not a set")
+    """Hot-layer keys turned into another type (the layer set, an item hash, a label
+    the item held) made every write fail with WRONGTYPE, at each restart too: they are
+    replaced and the write goes through, for puts, removals, touches and sync."""
+    hot.put(item("A1", key="old"))
+    redis_client.delete("mnemod:{ns}:key:old")
+    redis_client.hset("mnemod:{ns}:key:old", "not", "a string")  # the label A1 leaves
     redis_client.set("mnemod:{ns}:hot", "not a sorted set")
     redis_client.set("mnemod:{ns}:m:B2", "not a hash")
     with capture_logs() as logs:
-        hot.put(item("A1", keywords=("timezone", "lisbon")))
+        hot.put(item("A1", key="new"))
         hot.put(item("B2", keywords=("lisbon",)))
     assert "hot.foreign_keys_replaced" in [e["event"] for e in logs]
-    assert redis_client.smembers("mnemod:{ns}:kw:lisbon") == {"A1", "B2"}
+    assert redis_client.exists("mnemod:{ns}:key:old") == 0
+    assert hot.id_for_key("new") == "A1"
     assert redis_client.zrange("mnemod:{ns}:hot", 0, -1) == ["A1", "B2"]
     assert redis_client.hget("mnemod:{ns}:m:B2", "layer") == "l3"
 
@@ -277,11 +273,11 @@ def test_keys_something_else_overwrote_are_replaced(
     assert redis_client.zrange("mnemod:{ns}:hot", 0, -1) == ["A1"]  # B2 comes back at sync
     redis_client.set("mnemod:{ns}:m:A1", "again")
     assert hot.remove("A1") is False  # the foreign value was no item
-    redis_client.set("mnemod:{ns}:kw:stray", "left by someone")
+    redis_client.set("mnemod:{ns}:key:stray", "left by someone")
     result = hot.sync([item("C3", keywords=("tea",))])
     assert result.repaired >= 1
-    assert redis_client.exists("mnemod:{ns}:kw:stray") == 0
-    assert redis_client.smembers("mnemod:{ns}:kw:tea") == {"C3"}
+    assert redis_client.exists("mnemod:{ns}:key:stray") == 0
+    assert hot.all_ids() == {"C3"}
 
 
 def test_put_many_batches_and_dedupes(hot: HotLayer) -> None:
@@ -351,13 +347,11 @@ def test_reader_never_sees_an_item_without_its_index(
             pipe = reader.pipeline(transaction=True)
             pipe.keys("mnemod:{ns}:m:*")
             pipe.zrange("mnemod:{ns}:hot", 0, -1)
-            pipe.smembers("mnemod:{ns}:kw:alpha")
-            pipe.smembers("mnemod:{ns}:kw:beta")
             pipe.get("mnemod:{ns}:key:label")
-            names, zset, alpha, beta, owner = pipe.execute()
+            names, zset, owner = pipe.execute()
             hashes = {KEYS.item_id(n) for n in names}
-            if set(zset) != hashes or not (alpha | beta) <= hashes:
-                problems.append(f"hashes={hashes} zset={zset} alpha={alpha} beta={beta}")
+            if set(zset) != hashes:
+                problems.append(f"hashes={hashes} zset={zset}")
             if owner is not None and owner not in hashes:
                 problems.append(f"label points at missing {owner}")
 

@@ -10,6 +10,7 @@ import pytest
 
 from daemon_proc import KEYS, DaemonFactory, add_event, distinct_content, index_entries
 from helpers import run_cli, wait_until
+from mnemod.redisio.embedded import EmbeddedRedis
 
 pytestmark = pytest.mark.process
 
@@ -71,3 +72,30 @@ def test_a_rebuild_at_start_holds_the_entries_of_the_highest_scores(
     assert all(0 < score <= importance[entry_id] for entry_id, score in ranked)
     proc.signal(signal.SIGTERM)
     assert proc.wait_exit(timeout=30) == 0
+
+
+def test_a_layer_of_the_older_layout_is_rebuilt_without_keyword_sets(
+    daemons: DaemonFactory, external: EmbeddedRedis
+) -> None:
+    """A clean stop of a daemon whose hot layer had a set per keyword (its mark has no
+    `layout=`): the next start rebuilds the layer, deleting those sets, not keeps it."""
+    data = daemons.data_dir()
+    client = daemons.client(external.url)
+    proc = daemons.daemon(data, redis_url=external.url).start()
+    proc.wait_log("daemon.running")
+    add_event(client, "The user prefers the Asia/Taipei timezone", id="tz")
+    wait_until(lambda: client.exists(KEYS.item("tz")) == 1, timeout=10)
+    proc.signal(signal.SIGTERM)
+    assert proc.wait_exit(timeout=30) == 0
+    mark = client.get(KEYS.marker) or ""
+    assert mark.endswith(" layout=2")
+    client.set(KEYS.marker, mark.removesuffix(" layout=2"))  # as the older layout left it
+    client.sadd("mnemod:{default}:kw:timezone", "tz")
+
+    again = daemons.daemon(data, redis_url=external.url).start()
+    again.wait_log("daemon.running")
+    assert again.count_events("hot.rebuilt") == 1 and again.count_events("hot.kept") == 0
+    assert client.keys("mnemod:{default}:kw:*") == []
+    assert client.hget(KEYS.item("tz"), "keywords") is not None
+    again.signal(signal.SIGTERM)
+    assert again.wait_exit(timeout=30) == 0

@@ -7,7 +7,6 @@ import pytest
 from mnemod.errors import InvalidInputError
 from mnemod.redisio.keys import (
     GROUP,
-    MAX_TERM_CHARS,
     Keys,
     daemons_key,
     events_pattern,
@@ -34,7 +33,6 @@ def test_hot_layer(keys: Keys) -> None:
     assert keys.hot == "mnemod:{ns}:hot"
     assert keys.l1 == "mnemod:{ns}:l1"
     assert keys.l2 == "mnemod:{ns}:l2"
-    assert keys.kw("timezone") == "mnemod:{ns}:kw:timezone"
     assert keys.key("user.tz") == "mnemod:{ns}:key:user.tz"
 
 
@@ -53,12 +51,6 @@ def test_daemon_bookkeeping(keys: Keys) -> None:
     assert GROUP == "mnemod"
 
 
-def test_unicode_terms_kept_and_capped(keys: Keys) -> None:
-    assert keys.kw("時區") == "mnemod:{ns}:kw:時區"
-    long_term = "x" * (MAX_TERM_CHARS + 10)
-    assert keys.kw(long_term) == "mnemod:{ns}:kw:" + "x" * MAX_TERM_CHARS
-
-
 def test_prefix_and_default_namespace() -> None:
     assert Keys().events == "mnemod:{default}:events"
     assert Keys("mem", "agent-7").item("a") == "mem:{agent-7}:m:a"
@@ -75,7 +67,6 @@ def test_every_key_carries_the_hash_tag(keys: Keys) -> None:
         keys.hot,
         keys.l1,
         keys.l2,
-        keys.kw("t"),
         keys.key("k"),
         keys.lease,
         keys.sessions("s"),

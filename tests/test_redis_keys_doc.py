@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from mnemod.redisio.keys import GROUP, MAX_TERM_CHARS, Keys, daemons_key
+from mnemod.redisio.keys import GROUP, Keys, daemons_key
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "redis-keys.md"
 
@@ -32,7 +32,6 @@ def built() -> dict[str, str]:
         keys.hot: "sorted set",
         keys.l1: "sorted set",
         keys.l2: "sorted set",
-        keys.kw("<term>"): "set",
         keys.key("<key>"): "string",
         keys.rpc: "stream",
         keys.reply("<token>"): "list",
@@ -56,10 +55,9 @@ def test_doc_table_matches_keys_module() -> None:
     assert documented() == built()
 
 
-def test_doc_names_the_group_and_term_cap() -> None:
+def test_doc_names_the_group() -> None:
     text = DOC.read_text(encoding="utf-8")
     assert f"consumer group `{GROUP}`" in text
-    assert f"cut to {MAX_TERM_CHARS}" in text
 
 
 def test_doc_examples_use_documented_keys() -> None:

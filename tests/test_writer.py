@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,7 +30,7 @@ from mnemod.runtime.commands import Command
 from mnemod.runtime.hot_sync import HotSync
 from mnemod.runtime.metrics import Metrics
 from mnemod.runtime.rpc_server import RpcServer
-from mnemod.runtime.writer import Writer
+from mnemod.runtime.writer import STEP_SECONDS, STEP_WALL_SECONDS, Writer
 from mnemod.store import commits as commits_module
 from mnemod.store.engine import Engine
 from mnemod.store.paths import NamespacePaths
@@ -41,17 +41,22 @@ KEYS = Keys("mnemod", "default")
 
 @contextmanager
 def running_writer(
-    folder: Path, client: RedisClient, clock: Clock | None = None
+    folder: Path,
+    client: RedisClient,
+    clock: Clock | None = None,
+    work_clock: Callable[[], float] | None = None,
 ) -> Iterator[Writer]:
     """A writer as the daemon builds one (without the daemon's loop around it); its time
-    moves only when the test advances `clock` (a FixedClock unless given)."""
+    moves only when the test advances `clock` (a FixedClock unless given), and so does
+    the time its work takes, unless `work_clock` says otherwise."""
     clock = FixedClock() if clock is None else clock
     config = load_config(None, environ={})
     engine = Engine(NamespacePaths(folder, "default"), config, clock, autosave=False)
     metrics = Metrics()
     rpc = RpcServer(engine, client, KEYS, clock, metrics)
     hot = HotSync(client, KEYS, clock)
-    made = Writer(engine, client, KEYS, config, clock, hot, metrics, rpc)
+    work = clock.monotonic if work_clock is None else work_clock
+    made = Writer(engine, client, KEYS, config, clock, hot, metrics, rpc, work)
     made.ensure_groups()
     made.snapshot_interval = 0.0  # every commit snapshots what changed
     try:
@@ -540,6 +545,55 @@ def test_a_long_read_is_applied_a_step_at_a_time_and_a_request_waits_for_one(
         assert redis_client.lpop("t:cut") is not None  # answered with that part applied
         assert len(writer.held) == len(facts) - first.applied
         assert pending(redis_client) == len(facts) - first.applied
+        applied = first.applied
+        for _ in range(len(facts)):
+            applied += writer.step(1).applied
+        assert applied == len(facts) and not writer.held
+        assert pending(redis_client) == 0
+        assert on_disk(writer) == facts
+
+
+class Ticker:
+    """A clock of the writer's work: each look finds it `tick` seconds on."""
+
+    def __init__(self, tick: float) -> None:
+        self.tick, self.seconds = tick, 0.0
+
+    def __call__(self) -> float:
+        self.seconds += self.tick
+        return self.seconds
+
+
+class WaitingClock(FixedClock):
+    """Each look at the monotonic clock finds it 20 ms on: the writer waits for a core."""
+
+    tick = 0.02
+
+    def monotonic(self) -> float:
+        self.ticks += self.tick
+        return self.ticks
+
+
+def test_a_step_is_bounded_by_the_writers_work_not_by_the_time_it_waits_for_a_core(
+    tmp_path: Path, redis_client: RedisClient
+) -> None:
+    """On a loaded machine the clock runs on while the writer waits for a core (here 20 ms
+    a look, its own work 2 ms): a step applies events until STEP_SECONDS of its work, or
+    STEP_WALL_SECONDS on the clock, not until STEP_SECONDS on the clock (two or three
+    events), so its commit, fsync and hot-layer script are paid for many events."""
+    facts = [f"note{n} about topic{n} and place{n}" for n in range(40)]
+    pipe = redis_client.pipeline(transaction=False)
+    for fact in facts:
+        pipe.xadd(KEYS.events, {"op": "add", "data": json.dumps({"content": fact})})
+    pipe.execute()
+    clock = WaitingClock()
+    with running_writer(tmp_path, redis_client, clock, Ticker(0.002)) as writer:
+        first = writer.step(1)  # the backlog (none)
+        if not first.applied:
+            first = writer.step(1)
+        assert first.applied > STEP_SECONDS / clock.tick + 1  # past the clock's bound
+        assert first.applied <= STEP_WALL_SECONDS / clock.tick + 1
+        assert len(writer.held) == len(facts) - first.applied
         applied = first.applied
         for _ in range(len(facts)):
             applied += writer.step(1).applied

@@ -1,8 +1,9 @@
 """One batch of the hot layer's puts and removals as one script call, which checks that
 every item it replaces or removes holds what the batch was planned from, then writes it.
 
-The writer plans from what it wrote last (`HotLayer` remembers each item's stored keywords
-and label; an item it never wrote is taken as absent). When Redis holds something else (a
+The writer plans from what it wrote last (`HotLayer` remembers each item's stored label, the
+one index entry an item's hash alone does not hold; an item it never wrote is taken as
+absent). When Redis holds something else (a
 restart that kept the layer, a hand edit, lost data) the script writes nothing and answers
 with what it found, and the batch is planned again from that.
 
@@ -31,9 +32,9 @@ if TYPE_CHECKING:
     from mnemod.redisio.hot_layer import HotItem
 
 LAYERS = tuple(LAYER_SETS)
-Stored = tuple["str | None", "str | None"]
-"""What an item's hash holds: its keywords (JSON) and label, each None when absent."""
-ABSENT: Stored = (None, None)
+Stored = str | None
+"""What an item's hash holds of its index entries: its label, None when absent (or no hash)."""
+ABSENT: Stored = None
 ACCESS_FIELDS = ("last_accessed_at", "access_count", "expires_at", "score")
 HASH_FIELDS = (
     "id",
@@ -50,7 +51,7 @@ HASH_FIELDS = (
 """An item hash's fields (docs/redis-keys.md), in the order of `HotItem.hash_values`; the
 last four are those an access changes."""
 _FIELD_NAMES = json.dumps(HASH_FIELDS)
-_KEYWORDS_AT, _SCORE_AT = HASH_FIELDS.index("keywords"), HASH_FIELDS.index("score")
+_SCORE_AT = HASH_FIELDS.index("score")
 
 # The fence of a script: nothing is done while another owner holds the lease (KEYS[#KEYS]
 # when ARGV[1], the owner, is not "").
@@ -63,14 +64,14 @@ end
 
 # KEYS: every key the batch reads or writes, then the lease's when fenced. ARGV: the owner
 # the lease may name ("" for no fence); the hash field names (JSON); the batch (JSON): a list
-# of, in this order, the checks {hash, keywords, label} ("" for none), the items to put and
-# those to remove (their hashes are deleted first), the labels to delete while they name an
-# item {label, id}, then per command its lists {key, arguments}: ZREM, SREM, HSET (the
-# values of the fields named), ZADD, SADD, SET. Keys are given by their position in KEYS.
-# Returns {'lease', holder} when another owner holds the lease; {'changed', keywords,
-# label, ...} (per check, "" for none), having written nothing, when a hash holds other
-# than its check says; else {'ok', how many of the items removed existed}. Then, when
-# more ARGV follow, the batch's end from ARGV[4] (redisio.changes), once written.
+# of, in this order, the checks {hash, label} ("" for none), the items to put and those to
+# remove (their hashes are deleted first), the labels to delete while they name an item
+# {label, id}, then per command its lists {key, arguments}: ZREM, HSET (the values of the
+# fields named), ZADD, SET. Keys are given by their position in KEYS. Returns {'lease',
+# holder} when another owner holds the lease; {'changed', label, ...} (per check, "" for
+# none), having written nothing, when a hash holds other than its check says; else {'ok',
+# how many of the items removed existed}. Then, when more ARGV follow, the batch's end from
+# ARGV[4] (redisio.changes), once written.
 _WRITE = (
     _FENCE
     + END_LUA
@@ -79,10 +80,8 @@ local fields = cjson.decode(ARGV[2])
 local b = cjson.decode(ARGV[3])
 local found, changed = {'changed'}, false
 for _, c in ipairs(b[1]) do
-  local stored = redis.call('hmget', KEYS[c[1]], 'keywords', 'key')
-  local words, label = stored[1] or '', stored[2] or ''
-  if words ~= c[2] or label ~= c[3] then changed = true end
-  found[#found + 1] = words
+  local label = redis.call('hget', KEYS[c[1]], 'key') or ''
+  if label ~= c[2] then changed = true end
   found[#found + 1] = label
 end
 if changed then return found end
@@ -98,8 +97,7 @@ for _, p in ipairs(b[4]) do
   if redis.call('get', KEYS[p[1]]) == p[2] then redis.call('del', KEYS[p[1]]) end
 end
 for _, c in ipairs(b[5]) do redis.call('zrem', KEYS[c[1]], unpack(c[2])) end
-for _, c in ipairs(b[6]) do redis.call('srem', KEYS[c[1]], unpack(c[2])) end
-for _, c in ipairs(b[7]) do
+for _, c in ipairs(b[6]) do
   local flat = {}
   for i, value in ipairs(c[2]) do
     flat[2 * i - 1] = fields[i]
@@ -107,9 +105,8 @@ for _, c in ipairs(b[7]) do
   end
   redis.call('hset', KEYS[c[1]], unpack(flat))
 end
-for _, c in ipairs(b[8]) do redis.call('zadd', KEYS[c[1]], unpack(c[2])) end
-for _, c in ipairs(b[9]) do redis.call('sadd', KEYS[c[1]], unpack(c[2])) end
-for _, p in ipairs(b[10]) do redis.call('set', KEYS[p[1]], p[2]) end
+for _, c in ipairs(b[7]) do redis.call('zadd', KEYS[c[1]], unpack(c[2])) end
+for _, p in ipairs(b[8]) do redis.call('set', KEYS[p[1]], p[2]) end
 if #ARGV > 3 then batch_end(4) end
 return {'ok', existed}
 """
@@ -176,23 +173,20 @@ def _changed_or_written(answer: Any, owner: str) -> Written | Changed:
     if reply[0] == "lease":
         raise FencedOut(f"the lease is {reply[1]}'s, not {owner}'s")
     if reply[0] == "changed":
-        values = [value or None for value in reply[1:]]
-        return Changed([(values[i], values[i + 1]) for i in range(0, len(values), 2)])
+        return Changed([value or None for value in reply[1:]])
     return Written(int(reply[1]))
 
 
 class Batch:
-    """The commands of one batch, grouped by key: one SREM or SADD per keyword set, one ZREM
-    and ZADD per layer, one HSET per item and one SET per label. Every put and removal of
-    the batch touches the same few common-word sets: a command per item and word was most
-    of a batch's work (about 50 an added memory), for the same effect."""
+    """The commands of one batch, grouped by key: one ZREM and ZADD per layer, one HSET per
+    item and one SET per label (a command per item and layer was most of a batch's work)."""
 
     def __init__(self, keys: Keys) -> None:
         self.keys = keys
         self._at: dict[str, int] = {}  # key name -> its position in KEYS (from 1)
         self.key_names: list[str] = []
         self.fields = _FIELD_NAMES
-        self.checks: list[tuple[int, str, str]] = []
+        self.checks: list[tuple[int, str]] = []
         self.put_keys: list[int] = []
         self.removed_keys: list[int] = []
         self.gone_labels: list[tuple[str, str]] = []  # label keys and the item they may name
@@ -200,9 +194,6 @@ class Batch:
         self.hashes: list[tuple[int, list[str]]] = []
         self.layer_del: dict[str, list[str]] = {layer: [] for layer in LAYERS}
         self.layer_add: dict[str, list[str]] = {layer: [] for layer in LAYERS}
-        # by keyword (not by key, which each distinct word of the batch is named once for)
-        self.term_del: dict[str, list[str]] = {}
-        self.term_add: dict[str, list[str]] = {}
         self.stored: dict[str, Stored] = {}  # what each put item holds once written
 
     def key_at(self, name: str) -> int:
@@ -218,60 +209,47 @@ class Batch:
     ) -> Batch:
         """The commands that turn `olds` (what each put, then each removal, holds now)
         into the batch's items."""
-        keys, term_add, term_del = self.keys, self.term_add, self.term_del
+        keys = self.keys
         for item, old in zip(puts, olds, strict=False):
             item_id = item.id
             at = self.key_at(keys.item(item_id))
-            self.checks.append((at, old[0] or "", old[1] or ""))
+            self.checks.append((at, old or ""))
             self.put_keys.append(at)
-            new_terms = set(item.keywords)
-            if old[0]:
-                for term in set(stored_keywords(old[0])) - new_terms:
-                    term_del.setdefault(term, []).append(item_id)
-            old_label = old[1]
-            if old_label and old_label != item.key:
-                self.gone_labels.append((keys.key(old_label), item_id))
+            if old and old != item.key:
+                self.gone_labels.append((keys.key(old), item_id))
             values = item.hash_values()
             self.hashes.append((at, values))
-            self.stored[item_id] = (values[_KEYWORDS_AT], item.key)
+            self.stored[item_id] = item.key
             for layer, ids in self.layer_del.items():
                 if layer != item.layer:
                     ids.append(item_id)
             self.layer_add[item.layer] += (values[_SCORE_AT], item_id)
-            for term in new_terms:
-                term_add.setdefault(term, []).append(item_id)
             if item.key:
                 self.labels[keys.key(item.key)] = item_id
         for item_id, old in zip(removals, olds[len(puts) :], strict=True):
             at = self.key_at(keys.item(item_id))
-            self.checks.append((at, old[0] or "", old[1] or ""))
+            self.checks.append((at, old or ""))
             self.removed_keys.append(at)
             for ids in self.layer_del.values():
                 ids.append(item_id)
-            for term in set(stored_keywords(old[0])):
-                term_del.setdefault(term, []).append(item_id)
-            label = old[1]
-            if label:
-                self.gone_labels.append((keys.key(label), item_id))
+            if old:
+                self.gone_labels.append((keys.key(old), item_id))
         return self
 
     def body(self) -> list[Any]:
         """The batch for the script (see `_WRITE`). A label one item leaves and another
-        takes ends with the other, whatever their order in the batch. Two words one key
-        name stands for (cut to MAX_TERM_CHARS) are two commands on it, removals first."""
+        takes ends with the other, whatever their order in the batch."""
         key = self.key_at
         gone = [(key(k), i) for k, i in self.gone_labels if k not in self.labels]
-        layer, kw = self.keys.layer, self.keys.kw
+        layer = self.keys.layer
         return [
             self.checks,
             self.put_keys,
             self.removed_keys,
             gone,
             [(key(layer(n)), ids) for n, ids in self.layer_del.items() if ids],
-            [(key(kw(t)), ids) for t, ids in sorted(self.term_del.items()) if t],
             self.hashes,
             [(key(layer(n)), pairs) for n, pairs in self.layer_add.items() if pairs],
-            [(key(kw(t)), ids) for t, ids in sorted(self.term_add.items()) if t],
             [(key(k), i) for k, i in self.labels.items()],
         ]
 

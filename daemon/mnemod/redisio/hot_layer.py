@@ -1,13 +1,18 @@
 """The hot layer in Redis (docs/design.md §3): one hash per item plus its index entries.
 
-An item and its index entries (layer sorted set, `kw:<term>` sets, `key:<label>` string)
-change together in one script (redisio.hot_batch), so an agent never sees an item without
-its index entries, nor index entries pointing at a vanished item. Replacing an item drops
-the keywords and key label its stored version has and it no longer has; the stored version
-is taken to be what this layer wrote last, which the script checks.
+An item and its index entries (layer sorted set, `key:<label>` string) change together in
+one script (redisio.hot_batch), so an agent never sees an item without its index entries,
+nor index entries pointing at a vanished item. Replacing an item drops the key label its
+stored version has and it no longer has; the stored version is taken to be what this layer
+wrote last, which the script checks.
+
+There is no keyword index in Redis: a set per keyword would be one SADD per word of every
+added memory, most of the hot layer's Redis work, and nothing of mnemod reads one (resolve
+ranks from the daemon's own index; an item's `keywords` field holds its words). A full
+rebuild deletes the `kw:<term>` sets an earlier version kept.
 
 Every key here is a cache of the files. One that something else overwrote with another
-type of value (a `kw:<term>` set turned into a string) would fail each write with
+type of value (the `hot` sorted set turned into a string) would fail each write with
 WRONGTYPE, at every restart too: it is deleted, said in the log, and the write done again.
 """
 
@@ -182,8 +187,8 @@ class HotLayer:
         self.owner = owner
         self._touch = client.register_script(_TOUCH)
         self._scripts = BatchScripts(client, keys)
-        # each item's keywords and label as this layer last wrote them (hot_batch plans
-        # from them); at most the items in Redis, a few hundred bytes each
+        # each item's label as this layer last wrote it (hot_batch plans from it); at most
+        # the items in Redis
         self._stored: dict[str, Stored] = {}
 
     # -- writes --------------------------------------------------------------------------
@@ -333,24 +338,21 @@ class HotLayer:
 
     def _batch_keys(self, puts: Sequence[HotItem], removals: Sequence[str]) -> dict[str, str]:
         """Each key a batch reads or writes, with the type it must hold: the items, the
-        layer sets, the new keyword sets and labels, and those the stored versions have."""
+        layer sets, the new labels, and those the stored versions have (as this layer
+        wrote them, and as Redis holds them: a failed script may have deleted the hash)."""
         keys = self.keys
         expected = {keys.layer(layer): "zset" for layer in LAYERS}
-        item_keys = [keys.item(i.id) for i in puts] + [keys.item(r) for r in removals]
+        ids = [i.id for i in puts] + list(removals)
+        item_keys = [keys.item(item_id) for item_id in ids]
         expected.update(dict.fromkeys(item_keys, "hash"))
-        for item in puts:
-            expected.update({keys.kw(t): "set" for t in item.keywords if t})
-            if item.key:
-                expected[keys.key(item.key)] = "string"
+        labels = [i.key for i in puts] + [self._stored.get(item_id) for item_id in ids]
+        expected.update({keys.key(label): "string" for label in labels if label})
         reader = self.client.pipeline(transaction=False)
         for name in item_keys:
-            reader.hmget(name, ["keywords", "key"])
-        for stored in reader.execute(raise_on_error=False):
-            if isinstance(stored, redis.ResponseError):
-                continue  # the item key itself holds another type: no stored version
-            words, label = stored
-            expected.update({keys.kw(t): "set" for t in stored_keywords(words) if t})
-            if label:
+            reader.hget(name, "key")
+        for label in reader.execute(raise_on_error=False):
+            # an error: the item key itself holds another type, no stored version
+            if label and not isinstance(label, redis.ResponseError):
                 expected[keys.key(label)] = "string"
         return expected
 
@@ -395,29 +397,13 @@ class HotLayer:
 
     def _sweep_indexes(self, desired: dict[str, HotItem]) -> int:
         """Drop index entries no desired item accounts for (left by a crash mid-rebuild or a
-        hand edit): kw sets holding foreign ids, key labels pointing elsewhere."""
+        hand edit): key labels pointing elsewhere, and the keyword sets of an earlier
+        version (module doc)."""
         keys = self.keys
-        expected_terms = {
-            item_id: {keys.kw(t) for t in item.keywords if t} for item_id, item in desired.items()
-        }
         repaired = 0
         kw_keys = list(self.client.scan_iter(keys.kw_pattern, 500))
         for start in range(0, len(kw_keys), self.batch_size):
-            chunk = kw_keys[start : start + self.batch_size]
-            reader = self.client.pipeline(transaction=False)
-            for name in chunk:
-                reader.smembers(name)
-            writer = self.client.pipeline(transaction=True)
-            for name, members in zip(chunk, reader.execute(raise_on_error=False), strict=True):
-                if isinstance(members, redis.ResponseError):  # another type: not ours to keep
-                    writer.delete(name)
-                    repaired += 1
-                    continue
-                extra = [m for m in members if name not in expected_terms.get(m, ())]
-                if extra:
-                    writer.srem(name, *extra)
-                    repaired += len(extra)
-            writer.execute()
+            repaired += int(self.client.delete(*kw_keys[start : start + self.batch_size]))
         label_keys = list(self.client.scan_iter(keys.key_pattern, 500))
         head = len(keys.key(""))
         for start in range(0, len(label_keys), self.batch_size):

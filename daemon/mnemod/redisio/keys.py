@@ -15,10 +15,6 @@ from mnemod.errors import InvalidInputError
 GROUP = "mnemod"
 """Consumer group that reads the events and rpc streams."""
 
-MAX_TERM_CHARS = 64
-"""Longer keyword terms are cut to this many characters in `kw:<term>` key names, so a
-hostile keyword cannot make huge key names. Agents looking a term up cut it the same way."""
-
 LAYER_SETS = {"l1": "l1", "l2": "l2", "l3": "hot"}
 """Which sorted set lists the ids of each layer's hot items."""
 
@@ -87,10 +83,6 @@ class Keys:
             return f"{self.base}:{LAYER_SETS[layer]}"
         except KeyError:
             raise InvalidInputError("layer", f"must be l1, l2 or l3, got {layer!r}") from None
-
-    def kw(self, term: str) -> str:
-        """Set of ids with keyword `term` (Unicode kept as-is; cut to MAX_TERM_CHARS)."""
-        return f"{self.base}:kw:{term[:MAX_TERM_CHARS]}"
 
     def key(self, label: str) -> str:
         """String holding the id of the item whose `key` is `label`."""
@@ -161,6 +153,7 @@ class Keys:
 
     @property
     def kw_pattern(self) -> str:
+        """The keyword sets of an earlier hot-layer layout, which a rebuild deletes."""
         return f"{_glob_escape(self.base)}:kw:*"
 
     @property

@@ -25,6 +25,9 @@ from mnemod.redisio.keys import Keys
 from mnemod.store.engine import Engine
 
 log = structlog.get_logger("mnemod.hot")
+# The hot layer's key layout (docs/redis-keys.md), in the clean mark: a layer another layout
+# left is rebuilt, not kept (the rebuild deletes the keyword sets layout 1 had).
+LAYOUT = 2
 
 
 class HotSync:
@@ -180,7 +183,7 @@ class HotSync:
 
 
 def _clean_mark(committed_seq: int, max_entries: int) -> str:
-    return f" clean log_seq={committed_seq} hot_max={max_entries}"
+    return f" clean log_seq={committed_seq} hot_max={max_entries} layout={LAYOUT}"
 
 
 def _highest(scored: list[tuple[float, Entry]], count: int) -> list[tuple[float, Entry]]:

@@ -50,7 +50,13 @@ log = structlog.get_logger("mnemod.writer")
 CONSUMER = "writer"  # one name for every leader, so a new leader inherits the pending list
 # While a checkpoint is being written: how soon the writer looks whether it is done.
 SAVE_POLL_MS = 10
-STEP_SECONDS = 0.05  # events applied in one step at most: then commit, answer, read on
+# Events are applied in one step for STEP_SECONDS of the writer thread's CPU time at most,
+# then it commits, answers and reads on: on a machine other work shares, a bound on the
+# clock's time would cut the batches short (and pay their commit, fsync and hot-layer
+# script for fewer events) while the writer waits for a core. STEP_WALL_SECONDS on the
+# clock bounds how long a request read meanwhile waits even so.
+STEP_SECONDS = 0.05
+STEP_WALL_SECONDS = 0.25
 
 
 class RequestHandler(Settler, Protocol):
@@ -89,7 +95,10 @@ class Writer:
         hot: HotSync,
         metrics: Metrics,
         rpc: RequestHandler | None = None,
+        work_clock: Callable[[], float] = time.thread_time,
     ) -> None:
+        """`work_clock`: seconds of the writer thread's own work (CPU time), which bound
+        a step (STEP_SECONDS)."""
         self.engine = engine
         self.commits = engine.commits  # when changes are durable, and what follows them
         self.client = client
@@ -97,6 +106,7 @@ class Writer:
         self.stream = EventStream(client, keys)
         self.config = config
         self.clock = clock
+        self.work_clock = work_clock
         self.hot = hot
         self.metrics = metrics
         self.rpc = rpc
@@ -109,8 +119,8 @@ class Writer:
         )
         # the backlog (delivered before a crash, never acknowledged) first, then new ones
         self.read_from = {keys.events: "0", keys.rpc: "0"}
-        # events read and not yet applied: a step applies events for STEP_SECONDS at most,
-        # the rest wait here for the next (they stay pending in Redis meanwhile)
+        # events read and not yet applied: a step applies events for STEP_SECONDS of work
+        # at most, the rest wait here for the next (they stay pending in Redis meanwhile)
         self.held: list[tuple[str, dict[str, str]]] = []
         self.last_read = engine.last_event_id or "0-0"  # the last event this writer read
         self.last_commit = self.clock.monotonic()
@@ -147,10 +157,11 @@ class Writer:
     def step(self, block_ms: int) -> BatchResult:
         """Read one batch of events and requests (as many as `batch` says: more while a
         burst waits), apply it, sync the hot layer; with none waiting, a slice of the
-        bookkeeping (runtime.bookkeeping). Events are applied for STEP_SECONDS at most:
-        the rest of a read is held for the next step, so a request read meanwhile waits
-        for a commit of what was applied, not for the whole read (a read of 200 adds at
-        100,000 memories is about half a second of work)."""
+        bookkeeping (runtime.bookkeeping). Events are applied for STEP_SECONDS of the
+        writer's work at most (STEP_WALL_SECONDS on the clock): the rest of a read is held
+        for the next step, so a request read meanwhile waits for a commit of what was
+        applied, not for the whole read (a read of 200 adds at 100,000 memories is about
+        half a second of work). The next read's count follows the work a step took."""
         streams = dict(self.read_from)
         held, self.held = self.held, []
         if self.commits.failing:
@@ -178,7 +189,7 @@ class Writer:
         if held:
             batches = [(self.keys.events, held), *batches]
         began = maintenance.started()
-        read_at = self.clock.monotonic()
+        read_at = (self.clock.monotonic(), self.work_clock())
         result = BatchResult()
         got: dict[str, int] = {}
         if not any(messages for _, messages in batches):
@@ -221,18 +232,23 @@ class Writer:
             if busy and self.maintenance.starved:
                 self.maintenance.run(maintenance.CATCH_UP_SECONDS)
         if self.keys.events in streams:
-            took = self.clock.monotonic() - read_at
+            took = self.work_clock() - read_at[1]
             self.batch.taken(got.get(self.keys.events, 0), took, self.config.daemon.batch_size)
         maintenance.note_stall("step", began)
         return result
 
     def _apply_within_step(
-        self, messages: list[tuple[str, dict[str, str]]], since: float, result: BatchResult
+        self,
+        messages: list[tuple[str, dict[str, str]]],
+        since: tuple[float, float],
+        result: BatchResult,
     ) -> None:
-        """Apply `messages` in order until STEP_SECONDS have passed `since`; hold the rest."""
-        clock = self.clock
+        """Apply `messages` in order until STEP_SECONDS of work (or STEP_WALL_SECONDS on
+        the clock) have passed `since` (the clock's time, the work clock's); hold the rest."""
+        monotonic, work = self.clock.monotonic, self.work_clock
+        wall_end, work_end = since[0] + STEP_WALL_SECONDS, since[1] + STEP_SECONDS
         for n, (event_id, raw) in enumerate(messages):
-            if n and clock.monotonic() - since >= STEP_SECONDS:
+            if n and (work() >= work_end or monotonic() >= wall_end):
                 self.held = messages[n:]
                 return
             self._apply_one(event_id, raw or {}, result)
