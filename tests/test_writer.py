@@ -618,3 +618,23 @@ def test_events_held_from_a_read_are_read_again_after_a_lost_connection(
         assert applied == len(facts)
         assert pending(redis_client) == 0
         assert on_disk(writer) == facts
+
+
+def test_events_held_from_a_read_are_applied_after_redis_lost_its_data(
+    tmp_path: Path, redis_client: RedisClient
+) -> None:
+    """Held events were handed to the daemon: when Redis loses its data (a restart without
+    persistence) they are in no stream any more, and are applied all the same."""
+    facts = [f"note{n} about topic{n} and place{n}" for n in range(20)]
+    for fact in facts:
+        redis_client.xadd(KEYS.events, {"op": "add", "data": json.dumps({"content": fact})})
+    with running_writer(tmp_path, redis_client, TickingClock()) as writer:
+        applied = writer.step(1).applied + writer.step(1).applied  # the backlog, then new
+        assert writer.held
+        redis_client.flushall()
+        writer.ensure_groups()
+        writer.reread_pending(data_lost=True)
+        for _ in range(len(facts)):
+            applied += writer.step(1).applied
+        assert applied == len(facts) and not writer.held
+        assert on_disk(writer) == facts

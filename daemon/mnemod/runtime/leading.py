@@ -202,7 +202,7 @@ class Leader:
             holder = parts.lease.holder()
             raise LeaseLost(f"lease of {self.namespace} is held by {holder}")
         parts.writer.ensure_groups()
-        parts.writer.reread_pending()
+        parts.writer.reread_pending(data_lost=True)
         parts.hot.rebuild(parts.engine)
         if parts.writer.feed is not None:
             parts.writer.feed.republish()  # followers start from it (runtime.feed_publisher)

@@ -143,15 +143,18 @@ class Writer:
         first daemon ran are applied too)."""
         self.stream.ensure_groups()
 
-    def reread_pending(self) -> None:
+    def reread_pending(self, *, data_lost: bool = False) -> None:
         """After a lost connection: read both streams' pending entries again from the
         start. Redis may have delivered a batch whose reply went with the connection; those
         events and requests are pending for this consumer and nobody else reads them, so
         they would wait for the next start (an agent's request until it gave up). What was
         applied is skipped by its id; an answered request is no longer pending. Events held
-        from the last read are pending too: they are read again with the rest."""
+        from the last read are pending too: they are read again with the rest, unless Redis
+        lost its data (`data_lost`): then they are nowhere but here, and are applied as
+        held before anything read anew."""
         self.read_from = dict.fromkeys(self.read_from, "0")
-        self.held = []
+        if not data_lost:
+            self.held = []
 
     # ---- the loop body -----------------------------------------------------------------
     def step(self, block_ms: int) -> BatchResult:
