@@ -602,15 +602,25 @@ def test_a_step_is_bounded_by_the_writers_work_not_by_the_time_it_waits_for_a_co
         assert on_disk(writer) == facts
 
 
-def test_events_held_from_a_read_are_read_again_after_a_lost_connection(
-    tmp_path: Path, redis_client: RedisClient
-) -> None:
-    facts = [f"note{n} about topic{n} and place{n}" for n in range(20)]
+@contextmanager
+def some_held(
+    tmp_path: Path, redis_client: RedisClient, facts: list[str]
+) -> Iterator[tuple[Writer, int]]:
+    """A writer that has read `facts` as add events, applied some and holds the rest:
+    (it, how many it applied)."""
     for fact in facts:
         redis_client.xadd(KEYS.events, {"op": "add", "data": json.dumps({"content": fact})})
     with running_writer(tmp_path, redis_client, TickingClock()) as writer:
         applied = writer.step(1).applied + writer.step(1).applied  # the backlog, then new
         assert writer.held
+        yield writer, applied
+
+
+def test_events_held_from_a_read_are_read_again_after_a_lost_connection(
+    tmp_path: Path, redis_client: RedisClient
+) -> None:
+    facts = [f"note{n} about topic{n} and place{n}" for n in range(20)]
+    with some_held(tmp_path, redis_client, facts) as (writer, applied):
         writer.reread_pending()
         assert not writer.held
         for _ in range(len(facts)):
@@ -626,11 +636,7 @@ def test_events_held_from_a_read_are_applied_after_redis_lost_its_data(
     """Held events were handed to the daemon: when Redis loses its data (a restart without
     persistence) they are in no stream any more, and are applied all the same."""
     facts = [f"note{n} about topic{n} and place{n}" for n in range(20)]
-    for fact in facts:
-        redis_client.xadd(KEYS.events, {"op": "add", "data": json.dumps({"content": fact})})
-    with running_writer(tmp_path, redis_client, TickingClock()) as writer:
-        applied = writer.step(1).applied + writer.step(1).applied  # the backlog, then new
-        assert writer.held
+    with some_held(tmp_path, redis_client, facts) as (writer, applied):
         redis_client.flushall()
         writer.ensure_groups()
         writer.reread_pending(data_lost=True)
