@@ -39,6 +39,7 @@ import orjson
 
 from mnemod.domain.model import WRITTEN_FIELDS
 from mnemod.files.atomic import atomic_write_chunks
+from mnemod.files.listing_file import read_derived
 
 FORMAT = "mnemod.entries/1"
 NAME = "entries.bin"
@@ -130,23 +131,17 @@ def _chunks(first: bytes, records: list[Any], tails: list[bytes]) -> Iterator[by
 def read_cache(path: Path, named: dict[str, Any]) -> Cached | None:
     """The cache at `path` when it is of the checkpoint `named` and whole; None otherwise
     (missing, of another checkpoint, damaged)."""
-    try:
-        raw = path.read_bytes()
-        cut = raw.index(b"\n")
-        header = orjson.loads(raw[:cut])
-        if not isinstance(header, dict) or header.get("format") != FORMAT:
-            return None
-        if any(header.get(k) != v for k, v in named.items()):
-            return None
-        count, size = header.get("count"), header.get("records")
-        if type(count) is not int or type(size) is not int or count < 0:
-            return None
-        body = memoryview(raw)[cut + 1 :]
-        if len(body) != size + 12 * count:
-            return None
-        if header.get("blake2b") != hashlib.blake2b(body).hexdigest():
-            return None
-    except (OSError, ValueError):  # orjson's decode error is a ValueError
+    found = read_derived(path, FORMAT, named)
+    if found is None:
+        return None
+    header, raw, cut = found
+    count, size = header.get("count"), header.get("records")
+    if type(count) is not int or type(size) is not int or count < 0:
+        return None
+    body = memoryview(raw)[cut + 1 :]
+    if len(body) != size + 12 * count:
+        return None
+    if header.get("blake2b") != hashlib.blake2b(body).hexdigest():
         return None
     lengths, refs = array("I"), array("Q")
     lengths.frombytes(body[size : size + 4 * count])

@@ -171,27 +171,41 @@ class ListingText:
         return Listing(columns.ids, columns.created, columns.types, columns.refs, lines)
 
 
-def read_listing_text(path: Path, named: dict[str, Any]) -> ListingText | None:
-    """The listing at `path` when it is of the checkpoint `named` and whole (its checksum
-    holds, its text has a line for each row); None otherwise (missing, of another
-    checkpoint, of another layout, damaged)."""
+def read_derived(
+    path: Path, layout: str, named: dict[str, Any]
+) -> tuple[dict[str, Any], bytes, int] | None:
+    """A file derived from a checkpoint (this listing, files.entries_cache): (its header,
+    its bytes, where its header line ends) when its header line is of the layout and names
+    the checkpoint `named` (see `identity`); None otherwise, or when it cannot be read.
+    Its body's checksum is the caller's to check."""
     try:
         raw = path.read_bytes()
         cut = raw.index(b"\n")
         header = orjson.loads(raw[:cut])
-        if not isinstance(header, dict) or header.get("format") != FORMAT:
-            return None
-        if any(header.get(k) != v for k, v in named.items()):
-            return None
-        body = memoryview(raw)[cut + 1 :]
-        if raw[-1:] != b"\n" or header.get("crc32") != zlib.crc32(body):
-            return None
-        size, count = header.get("text_bytes"), header.get("rows")
-        if type(size) is not int or type(count) is not int or not 0 <= size < len(body):
-            return None
-        text = body[:size]
-    except (OSError, ValueError, TypeError):  # orjson's decode error is a ValueError
+    except (OSError, ValueError):  # orjson's decode error is a ValueError
         return None
+    if not isinstance(header, dict) or header.get("format") != layout:
+        return None
+    if any(header.get(k) != v for k, v in named.items()):
+        return None
+    return header, raw, cut
+
+
+def read_listing_text(path: Path, named: dict[str, Any]) -> ListingText | None:
+    """The listing at `path` when it is of the checkpoint `named` and whole (its checksum
+    holds, its text has a line for each row); None otherwise (missing, of another
+    checkpoint, of another layout, damaged)."""
+    found = read_derived(path, FORMAT, named)
+    if found is None:
+        return None
+    header, raw, cut = found
+    body = memoryview(raw)[cut + 1 :]
+    if raw[-1:] != b"\n" or header.get("crc32") != zlib.crc32(body):
+        return None
+    size, count = header.get("text_bytes"), header.get("rows")
+    if type(size) is not int or type(count) is not int or not 0 <= size < len(body):
+        return None
+    text = body[:size]
     if raw.count(b"\n", cut + 1, cut + 1 + size) != count or (count and text[-1] != 10):
         return None
     return ListingText(text, count, body[size:], raw)
